@@ -1,0 +1,91 @@
+// Package refuse carries ql3's stable reason codes.
+//
+// Every check that fails closed returns a *Error whose Code is a constant declared beside that
+// check, in the package that performs it. cmd/ql3 maps a *Error to the single stderr line
+// "ql3: refused: CODE: message" (plus an optional "ql3: hint: ..." line) and exit status 1, or
+// status 2 when the error is of the usage class. docs/reason-codes.md lists every code; a test
+// keeps the two in step.
+//
+// Messages are low-sensitivity by contract: paths, digests, sizes, counts, field paths and reason
+// codes only. Never put file contents, tokens, keys or certificates into Msg, Hint or Err.
+package refuse
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, upper-case reason code such as OBJECT_CORRUPT.
+type Code string
+
+// Class separates a refusal (a check failed closed: exit 1) from a usage problem (bad flags or an
+// input that cannot be read at all: exit 2).
+type Class int
+
+const (
+	Refused Class = iota
+	Usage
+)
+
+// Error is a refusal with its reason code.
+type Error struct {
+	Code  Code
+	Class Class
+	Msg   string // low-sensitivity, lower case, no trailing period
+	Hint  string // optional advice printed on its own line
+	Err   error  // optional cause; its text is appended to Msg, so it obeys the same rules
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Message is the text after "CODE: " in the refusal line.
+func (e *Error) Message() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %v", e.Msg, e.Err)
+	}
+	return e.Msg
+}
+
+// New returns a refusal of class Refused.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns a refusal of class Refused that keeps err as its cause.
+func Wrap(code Code, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// NewUsage returns a refusal of class Usage (exit status 2).
+func NewUsage(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Class: Usage, Msg: fmt.Sprintf(format, args...)}
+}
+
+// WithHint sets the hint and returns e, for chaining at the raise site.
+func (e *Error) WithHint(format string, args ...any) *Error {
+	e.Hint = fmt.Sprintf(format, args...)
+	return e
+}
+
+// CodeOf returns the reason code of the first *Error in err's chain, or "" when there is none.
+func CodeOf(err error) Code {
+	var r *Error
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return ""
+}
+
+// As returns the first *Error in err's chain.
+func As(err error) (*Error, bool) {
+	var r *Error
+	ok := errors.As(err, &r)
+	return r, ok
+}
