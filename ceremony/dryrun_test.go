@@ -1,0 +1,77 @@
+package ceremony
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+func TestClassifyDryRun(t *testing.T) {
+	objects := []Resource{
+		{APIVersion: "v1", Kind: "ServiceAccount", Name: "ql"},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: "ql-config"},
+		{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+	}
+	vectors := []struct {
+		name     string
+		stdout   string
+		stderr   string
+		code     refuse.Code
+		contains []string // facts the message must name
+	}{
+		// one conflict, manager with api version, second object conflicts
+		{name: "one conflict", stdout: "serviceaccount/ql serverside-applied (server dry run)\n",
+			stderr: "error: Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .data.key\nPlease review the fields above--they currently have other managers.",
+			code:   CodeDryRunConflict, contains: []string{"configmap/ql-config", ".data.key", "kubectl-client-side-apply"}},
+		// one conflict, bare manager form
+		{name: "bare manager", stderr: "error: Apply failed with 1 conflict: conflict with \"other\": .data.key\n",
+			code: CodeDryRunConflict, contains: []string{"serviceaccount/ql", ".data.key", `"other"`}},
+		// subresource form
+		{name: "subresource", stdout: "serviceaccount/ql serverside-applied\nconfigmap/ql-config serverside-applied\n",
+			stderr: "error: Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas\n",
+			code:   CodeDryRunConflict, contains: []string{"deployment.apps/web", ".spec.replicas", `"kubectl"`}},
+		// several conflicts
+		{name: "several", stderr: "error: Apply failed with 2 conflicts: conflicts with \"hotfix\" using apps/v1:\n- .spec.replicas\n- .spec.template.spec.containers[name=\"app\"].image\n",
+			code: CodeDryRunConflict, contains: []string{".spec.replicas", `"hotfix"`}},
+		// namespace missing
+		{name: "namespace", stderr: "Error from server (NotFound): error when creating \"STDIN\": namespaces \"qinglong\" not found\n",
+			code: CodeDryRunNamespace, contains: []string{`"qinglong"`}},
+		// strict decoding
+		{name: "strict", stderr: "Error from server (BadRequest): error when creating \"STDIN\": Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.bogus\"\n",
+			code: CodeDryRunValidation},
+		// invalid object
+		{name: "invalid", stderr: "The ConfigMap \"ql-config\" is invalid: metadata.name: Invalid value\n", code: CodeDryRunValidation},
+		// anything else
+		{name: "other", stderr: "Unable to connect to the server: dial tcp 127.0.0.1:1: connect: connection refused\n", code: CodeDryRunFailed},
+		// empty stderr
+		{name: "empty", code: CodeDryRunFailed},
+	}
+	for _, v := range vectors {
+		t.Run(v.name, func(t *testing.T) {
+			err := classifyDryRun("dry-run", 1, []byte(v.stdout), []byte(v.stderr), objects)
+			if refuse.CodeOf(err) != v.code {
+				t.Fatalf("code %q, want %q: %v", refuse.CodeOf(err), v.code, err)
+			}
+			for _, s := range v.contains {
+				if !strings.Contains(err.Msg, s) {
+					t.Fatalf("message %q lacks %q", err.Msg, s)
+				}
+			}
+			if v.code == CodeDryRunConflict && err.Hint == "" {
+				t.Fatal("conflict without hint")
+			}
+		})
+	}
+}
+
+func FuzzParseConflict(f *testing.F) {
+	f.Add([]byte("error: Apply failed with 1 conflict: conflict with \"o\" using v1: .data.key\n"))
+	f.Add([]byte("Apply failed with 2 conflicts: conflicts with \"h\":\n- .a\n- .b\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, ok := parseConflict(b)
+		if !ok && (c.Manager != "" || c.Field != "") {
+			t.Fatal("fields without a match")
+		}
+	})
+}
