@@ -1,51 +1,214 @@
 package evidence
 
-// STUB (to be replaced by the evidence owner): the strict wrapper of DESIGN §7 is not written yet.
-
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"slices"
+	"unicode/utf16"
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
-	"github.com/opencontainers/go-digest"
+	"github.com/qinglong/ql3/internal/refuse"
 )
 
-// Canonicalize returns the RFC 8785 form of b, refusing anything RFC 8785 does not define.
-func Canonicalize(b []byte) ([]byte, error) { return jsoncanonicalizer.Transform(b) }
+// CodeCanonicalize is raised when the wrapped RFC 8785 library fails on input the strict parser
+// accepted; it indicates a bug in one of the two, never bad input.
+const CodeCanonicalize refuse.Code = "JCS_INTERNAL"
 
-// ParseDigest validates s as a sha256 digest.
-func ParseDigest(s string) (digest.Digest, error) {
-	d, err := digest.Parse(s)
-	if err != nil || d.Algorithm() != digest.SHA256 {
-		return "", fmt.Errorf("evidence: invalid digest")
-	}
-	return d, nil
-}
-
-// FromBytes is the sha256 digest of b.
-func FromBytes(b []byte) digest.Digest { return digest.SHA256.FromBytes(b) }
-
-// MarshalRecord returns the canonical bytes of record v.
-func MarshalRecord(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+// Canonicalize returns the RFC 8785 (JCS) form of b, refusing anything outside the strict language
+// of docs/jcs.md.
+//
+// The cyberphone library is the serializer of every string and number, but it does not see the
+// document's structure: it accepts non-JSON, recurses without bound and sorts object members in
+// quadratic time. So the strict parser here builds the tree and orders members by UTF-16 code
+// units (RFC 8785 §3.2.3) in O(n log n); all string literals go to the library in one flat array,
+// which it handles in linear time, and numbers go through its ES6 number formatter.
+func Canonicalize(b []byte) ([]byte, error) {
+	root, lits, err := parseStrict(b)
+	if err != nil {
 		return nil, err
 	}
-	return Canonicalize(buf.Bytes())
+	return canonicalTree(root, lits)
 }
 
-// DecodeStrict decodes strictly validated JSON b into v, refusing unknown and missing fields.
-func DecodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+func canonicalTree(root *node, lits [][]byte) ([]byte, error) {
+	strs, err := canonicalStrings(lits)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 64)
+	return appendCanonical(out, root, strs)
 }
 
-// DecodeRecord decodes a stored record of mediaType into v.
-func DecodeRecord(mediaType string, b []byte, v any) error { return DecodeStrict(b, v) }
+// canonicalStrings serializes every string literal of the document through the library in a single
+// call and splits its output back into one canonical string per literal.
+func canonicalStrings(lits [][]byte) ([][]byte, error) {
+	if len(lits) == 0 {
+		return nil, nil
+	}
+	size := 2
+	for _, l := range lits {
+		size += len(l) + 1
+	}
+	arr := make([]byte, 0, size)
+	arr = append(arr, '[')
+	for i, l := range lits {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, l...)
+	}
+	arr = append(arr, ']')
+	out, err := jicsTransform(arr)
+	if err != nil {
+		return nil, err
+	}
+	strs := make([][]byte, 0, len(lits))
+	i := 1
+	for i < len(out) && out[i] == '"' {
+		j := i + 1
+		for j < len(out) && out[j] != '"' {
+			if out[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(out) {
+			break
+		}
+		strs = append(strs, out[i:j+1])
+		i = j + 2 // skip the closing quote and the , or ]
+	}
+	if len(strs) != len(lits) || i != len(out) {
+		return nil, refuse.New(CodeCanonicalize, "canonical string table has %d entries for %d literals", len(strs), len(lits))
+	}
+	return strs, nil
+}
 
-// Descriptors returns every descriptor-shaped object inside record b.
-func Descriptors(b []byte) ([]Descriptor, error) { return nil, nil }
+func jicsTransform(b []byte) ([]byte, error) {
+	out, err := jsoncanonicalizer.Transform(b)
+	if err != nil {
+		return nil, refuse.Wrap(CodeCanonicalize, err, "rfc 8785 library refused strictly valid json")
+	}
+	return out, nil
+}
+
+type member struct {
+	key  []uint16
+	k, v *node
+}
+
+func appendCanonical(out []byte, n *node, strs [][]byte) ([]byte, error) {
+	switch n.kind {
+	case kNull:
+		return append(out, "null"...), nil
+	case kBool:
+		if n.b {
+			return append(out, "true"...), nil
+		}
+		return append(out, "false"...), nil
+	case kNumber:
+		s, err := jsoncanonicalizer.NumberToJSON(n.num)
+		if err != nil {
+			return nil, refuse.Wrap(CodeCanonicalize, err, "rfc 8785 number formatter refused a finite number")
+		}
+		return append(out, s...), nil
+	case kString:
+		return append(out, strs[n.sidx]...), nil
+	case kArray:
+		out = append(out, '[')
+		for i, e := range n.elems {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			var err error
+			if out, err = appendCanonical(out, e, strs); err != nil {
+				return nil, err
+			}
+		}
+		return append(out, ']'), nil
+	case kObject:
+		ms, err := sortedMembers(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, '{')
+		for i, m := range ms {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, strs[m.k.sidx]...)
+			out = append(out, ':')
+			if out, err = appendCanonical(out, m.v, strs); err != nil {
+				return nil, err
+			}
+		}
+		return append(out, '}'), nil
+	}
+	return nil, refuse.New(CodeCanonicalize, "unknown node kind %d", n.kind)
+}
+
+// sortedMembers orders the members of object n by the UTF-16 code units of their decoded names
+// and refuses duplicate names, which after unescaping sort next to each other.
+func sortedMembers(n *node) ([]member, error) {
+	ms := make([]member, len(n.keys))
+	for i, k := range n.keys {
+		ms[i] = member{key: utf16.Encode([]rune(k.str)), k: k, v: n.elems[i]}
+	}
+	slices.SortFunc(ms, func(a, b member) int { return slices.Compare(a.key, b.key) })
+	for i := 1; i < len(ms); i++ {
+		if slices.Equal(ms[i-1].key, ms[i].key) {
+			return nil, refuse.New(CodeDuplicateKey, "duplicate object key %s", quoteKey(ms[i].k.str))
+		}
+	}
+	return ms, nil
+}
+
+// quoteKey renders a key for a refusal message, truncated so a hostile key cannot flood the line.
+func quoteKey(s string) string {
+	r := []rune(s)
+	if len(r) > 64 {
+		return fmt.Sprintf("%q...", string(r[:64]))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// equalJSON reports whether two parsed values are equal as JSON data (members unordered).
+func equalJSON(a, b *node) bool {
+	if a.kind != b.kind {
+		return false
+	}
+	switch a.kind {
+	case kNull:
+		return true
+	case kBool:
+		return a.b == b.b
+	case kNumber:
+		return a.num == b.num
+	case kString:
+		return a.str == b.str
+	case kArray:
+		if len(a.elems) != len(b.elems) {
+			return false
+		}
+		for i := range a.elems {
+			if !equalJSON(a.elems[i], b.elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(a.keys) != len(b.keys) {
+		return false
+	}
+	bm := make(map[string]*node, len(b.keys))
+	for i, k := range b.keys {
+		bm[k.str] = b.elems[i]
+	}
+	for i, k := range a.keys {
+		bv, ok := bm[k.str]
+		if !ok || !equalJSON(a.elems[i], bv) {
+			return false
+		}
+	}
+	return true
+}
+

@@ -1,0 +1,244 @@
+package evidence
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strconv"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// Reason codes of the record layer.
+const (
+	CodeRecordUnknownField   refuse.Code = "RECORD_UNKNOWN_FIELD"
+	CodeRecordMissingField   refuse.Code = "RECORD_MISSING_FIELD"
+	CodeRecordShape          refuse.Code = "RECORD_SHAPE"
+	CodeRecordIntegerRange   refuse.Code = "RECORD_INTEGER_RANGE"
+	CodeRecordNotInteger     refuse.Code = "RECORD_NOT_INTEGER"
+	CodeRecordNotCanonical   refuse.Code = "RECORD_NOT_CANONICAL"
+	CodeRecordSchemaMismatch refuse.Code = "RECORD_SCHEMA_MISMATCH"
+	CodeRecordEncode         refuse.Code = "RECORD_ENCODE"
+	CodeDescriptorInvalid    refuse.Code = "DESCRIPTOR_INVALID"
+)
+
+// MaxSafeInteger bounds every integer in a record: ±2^53 is the range in which every integer has
+// an exact IEEE 754 double, so an RFC 8785 implementation in any language reads the same value.
+const MaxSafeInteger = 1 << 53
+
+// MarshalRecord returns the canonical bytes of record v. Before returning it decodes those bytes
+// back into a fresh value of v's type under the rules of DecodeStrict, so ql3 never writes a
+// record it would refuse to read (a nil slice, for example, encodes as null and is refused).
+func MarshalRecord(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, refuse.Wrap(CodeRecordEncode, err, "record does not encode as json")
+	}
+	root, lits, err := parseStrict(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIntegers(root, "$"); err != nil {
+		return nil, err
+	}
+	out, err := canonicalTree(root, lits)
+	if err != nil {
+		return nil, err
+	}
+	if t := reflect.TypeOf(v); t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Struct {
+			if err := DecodeStrict(out, reflect.New(t).Interface()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// DecodeStrict decodes JSON b into the struct v that pointer v points at. b need not be canonical,
+// but must pass every check of Canonicalize; then the shape is closed: every member must name a
+// field, every field without omitempty must be present, null is never accepted, numbers must be
+// integers within ±2^53, and every digest and descriptor is validated.
+func DecodeStrict(b []byte, v any) error {
+	root, lits, err := parseStrict(b)
+	if err != nil {
+		return err
+	}
+	if _, err := canonicalTree(root, lits); err != nil {
+		return err
+	}
+	return decodeTree(root, v)
+}
+
+func decodeTree(root *node, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return refuse.New(CodeRecordShape, "decode target is not a non-nil pointer")
+	}
+	if err := checkIntegers(root, "$"); err != nil {
+		return err
+	}
+	return decodeValue(root, rv.Elem(), "$")
+}
+
+// DecodeRecord decodes the stored record b of mediaType into v. b must already be in canonical
+// form, mediaType must be a record media type, and the record's schema must be the one that media
+// type names.
+func DecodeRecord(mediaType string, b []byte, v any) error {
+	root, lits, err := parseStrict(b)
+	if err != nil {
+		return err
+	}
+	canon, err := canonicalTree(root, lits)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(canon, b) {
+		return refuse.New(CodeRecordNotCanonical, "record of %d bytes is not in rfc 8785 canonical form", len(b))
+	}
+	want, ok := RecordSchema(mediaType)
+	if !ok {
+		return refuse.New(CodeRecordSchemaMismatch, "media type %q is not a record media type", mediaType)
+	}
+	if got, ok := schemaOf(root); !ok || got != want {
+		return refuse.New(CodeRecordSchemaMismatch, "record schema is not %q as media type %q requires", want, mediaType)
+	}
+	return decodeTree(root, v)
+}
+
+func schemaOf(n *node) (string, bool) {
+	if n.kind != kObject {
+		return "", false
+	}
+	for i, k := range n.keys {
+		if k.str == "schema" && n.elems[i].kind == kString {
+			return n.elems[i].str, true
+		}
+	}
+	return "", false
+}
+
+// Descriptors returns every object in record b whose member names are exactly mediaType, digest
+// and size, in document order, each validated as a descriptor.
+func Descriptors(b []byte) ([]Descriptor, error) {
+	root, lits, err := parseStrict(b)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := canonicalTree(root, lits); err != nil {
+		return nil, err
+	}
+	var ds []Descriptor
+	err = walkDescriptors(root, "$", &ds)
+	return ds, err
+}
+
+func walkDescriptors(n *node, path string, ds *[]Descriptor) error {
+	switch n.kind {
+	case kArray:
+		for i, e := range n.elems {
+			if err := walkDescriptors(e, path+"["+strconv.Itoa(i)+"]", ds); err != nil {
+				return err
+			}
+		}
+	case kObject:
+		if isDescriptorShape(n) {
+			var d Descriptor
+			if err := decodeValue(n, reflect.ValueOf(&d).Elem(), path); err != nil {
+				return err
+			}
+			*ds = append(*ds, d)
+			return nil
+		}
+		for i, k := range n.keys {
+			if err := walkDescriptors(n.elems[i], path+"."+k.str, ds); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isDescriptorShape(n *node) bool {
+	if len(n.keys) != 3 {
+		return false
+	}
+	var seen [3]bool
+	for _, k := range n.keys {
+		switch k.str {
+		case "mediaType":
+			seen[0] = true
+		case "digest":
+			seen[1] = true
+		case "size":
+			seen[2] = true
+		}
+	}
+	return seen[0] && seen[1] && seen[2]
+}
+
+func validateDescriptor(d Descriptor, path string) error {
+	if d.MediaType == "" {
+		return refuse.New(CodeDescriptorInvalid, "descriptor at %s has an empty media type", path)
+	}
+	if _, err := ParseDigest(string(d.Digest)); err != nil {
+		return refuse.Wrap(CodeDigestInvalid, err, "descriptor at %s", path)
+	}
+	if d.Size < 0 {
+		return refuse.New(CodeDescriptorInvalid, "descriptor at %s has negative size %d", path, d.Size)
+	}
+	return nil
+}
+
+// TargetDigest is the identity of a target: the sha256 of its canonical record form. Preflight
+// records it and apply and the auditor recompute it, so all three must call this.
+func TargetDigest(t Target) (digest.Digest, error) {
+	b, err := MarshalRecord(t)
+	if err != nil {
+		return "", err
+	}
+	return FromBytes(b), nil
+}
+
+// checkIntegers refuses any number that is not an integer literal within ±2^53. The literal, not
+// the parsed double, is checked, because 2^53+1 parses to the same double as 2^53.
+func checkIntegers(n *node, path string) error {
+	switch n.kind {
+	case kNumber:
+		_, err := recordInt(n, path)
+		return err
+	case kArray:
+		for i, e := range n.elems {
+			if err := checkIntegers(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	case kObject:
+		for i, k := range n.keys {
+			if err := checkIntegers(n.elems[i], path+"."+k.str); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func recordInt(n *node, path string) (int64, error) {
+	lit := n.str
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; c == '.' || c == 'e' || c == 'E' {
+			return 0, refuse.New(CodeRecordNotInteger, "number at %s is not an integer literal", path)
+		}
+	}
+	i, err := strconv.ParseInt(lit, 10, 64)
+	if err != nil || i > MaxSafeInteger || i < -MaxSafeInteger {
+		return 0, refuse.New(CodeRecordIntegerRange, "integer at %s is outside ±2^53", path)
+	}
+	return i, nil
+}

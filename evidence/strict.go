@@ -1,0 +1,371 @@
+package evidence
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// Limits of the accepted language. They bound memory and recursion for hostile input; every
+// legitimate ql3 record is orders of magnitude below them.
+const (
+	// MaxInputBytes is the largest JSON text Canonicalize, DecodeStrict and DecodeRecord accept.
+	MaxInputBytes = 16 << 20
+	// MaxDepth is the deepest nesting of arrays and objects accepted; a top-level array or object
+	// is depth 1.
+	MaxDepth = 64
+)
+
+// Reason codes of strict JSON validation.
+const (
+	CodeInvalidJSON   refuse.Code = "JCS_INVALID_JSON"
+	CodeInvalidNumber refuse.Code = "JCS_INVALID_NUMBER"
+	CodeInvalidUTF8   refuse.Code = "JCS_INVALID_UTF8"
+	CodeLoneSurrogate refuse.Code = "JCS_LONE_SURROGATE"
+	CodeDuplicateKey  refuse.Code = "JCS_DUPLICATE_KEY"
+	CodeTooDeep       refuse.Code = "JCS_TOO_DEEP"
+	CodeTooLarge      refuse.Code = "JCS_TOO_LARGE"
+)
+
+type kind uint8
+
+const (
+	kNull kind = iota
+	kBool
+	kNumber
+	kString
+	kArray
+	kObject
+)
+
+// node is one parsed JSON value. Strings keep their decoded value (for key order, duplicate
+// detection and decoding) and their index into the document's string table (for serialization).
+type node struct {
+	kind  kind
+	b     bool
+	str   string  // decoded string, or the number literal as written
+	num   float64 // number value
+	sidx  int     // index of the string literal in parser.lits
+	elems []*node // array elements; object values
+	keys  []*node // object keys (kString nodes), parallel to elems
+}
+
+type parser struct {
+	in   []byte
+	pos  int
+	lits [][]byte // raw string literals (with quotes) in document order
+}
+
+// parseStrict parses b as exactly one JSON text under the rules of docs/jcs.md.
+func parseStrict(b []byte) (*node, [][]byte, error) {
+	if len(b) > MaxInputBytes {
+		return nil, nil, refuse.New(CodeTooLarge, "json input of %d bytes exceeds the limit of %d", len(b), MaxInputBytes)
+	}
+	if !utf8.Valid(b) {
+		return nil, nil, refuse.New(CodeInvalidUTF8, "json input at byte %d is not valid utf-8", invalidUTF8At(b))
+	}
+	p := &parser{in: b}
+	p.ws()
+	n, err := p.value(0)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.ws()
+	if p.pos != len(p.in) {
+		return nil, nil, p.fail(CodeInvalidJSON, "trailing data after the json value")
+	}
+	return n, p.lits, nil
+}
+
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, sz := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && sz <= 1 {
+			return i
+		}
+		i += sz
+	}
+	return len(b)
+}
+
+func (p *parser) fail(code refuse.Code, what string) error {
+	return refuse.New(code, "%s at byte %d", what, p.pos)
+}
+
+func (p *parser) ws() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(depth int) (*node, error) {
+	if p.pos >= len(p.in) {
+		return nil, p.fail(CodeInvalidJSON, "unexpected end of json input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(depth + 1)
+	case c == '[':
+		return p.array(depth + 1)
+	case c == '"':
+		return p.string()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	case c == '+' || c == '.' || c == 'N' || c == 'I':
+		return nil, p.fail(CodeInvalidNumber, "number form not allowed by json")
+	default:
+		for _, lit := range []struct {
+			s string
+			n node
+		}{{"true", node{kind: kBool, b: true}}, {"false", node{kind: kBool}}, {"null", node{kind: kNull}}} {
+			if len(p.in)-p.pos >= len(lit.s) && string(p.in[p.pos:p.pos+len(lit.s)]) == lit.s {
+				p.pos += len(lit.s)
+				n := lit.n
+				return &n, nil
+			}
+		}
+		return nil, p.fail(CodeInvalidJSON, "invalid json value")
+	}
+}
+
+func (p *parser) array(depth int) (*node, error) {
+	if depth > MaxDepth {
+		return nil, p.fail(CodeTooDeep, "nesting deeper than the limit of "+strconv.Itoa(MaxDepth))
+	}
+	p.pos++ // [
+	n := &node{kind: kArray}
+	p.ws()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		return n, nil
+	}
+	for {
+		p.ws()
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		n.elems = append(n.elems, v)
+		p.ws()
+		if p.pos >= len(p.in) {
+			return nil, p.fail(CodeInvalidJSON, "unexpected end of json input in array")
+		}
+		switch p.in[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return n, nil
+		default:
+			return nil, p.fail(CodeInvalidJSON, "expected , or ] in array")
+		}
+	}
+}
+
+func (p *parser) object(depth int) (*node, error) {
+	if depth > MaxDepth {
+		return nil, p.fail(CodeTooDeep, "nesting deeper than the limit of "+strconv.Itoa(MaxDepth))
+	}
+	p.pos++ // {
+	n := &node{kind: kObject}
+	p.ws()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return n, nil
+	}
+	for {
+		p.ws()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.fail(CodeInvalidJSON, "expected string key in object")
+		}
+		k, err := p.string()
+		if err != nil {
+			return nil, err
+		}
+		p.ws()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.fail(CodeInvalidJSON, "expected : after object key")
+		}
+		p.pos++
+		p.ws()
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		n.keys = append(n.keys, k)
+		n.elems = append(n.elems, v)
+		p.ws()
+		if p.pos >= len(p.in) {
+			return nil, p.fail(CodeInvalidJSON, "unexpected end of json input in object")
+		}
+		switch p.in[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			return n, nil
+		default:
+			return nil, p.fail(CodeInvalidJSON, "expected , or } in object")
+		}
+	}
+}
+
+func (p *parser) number() (*node, error) {
+	start := p.pos
+	digits := func() int {
+		s := p.pos
+		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			p.pos++
+		}
+		return p.pos - s
+	}
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '0' {
+		p.pos++
+		if p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			return nil, p.fail(CodeInvalidNumber, "number with a leading zero")
+		}
+	} else if digits() == 0 {
+		return nil, p.fail(CodeInvalidNumber, "number without integer digits")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return nil, p.fail(CodeInvalidNumber, "number without fraction digits")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return nil, p.fail(CodeInvalidNumber, "number without exponent digits")
+		}
+	}
+	// A number glued to more number-like characters (0x10, 1.2.3, 1e5e5, 1-2) is one bad token,
+	// not a number followed by garbage.
+	if p.pos < len(p.in) {
+		c := p.in[p.pos]
+		if c == '.' || c == '+' || c == '-' || c == '_' || (c >= '0' && c <= '9') || (c|0x20 >= 'a' && c|0x20 <= 'z') {
+			return nil, p.fail(CodeInvalidNumber, "number form not allowed by json")
+		}
+	}
+	lit := string(p.in[start:p.pos])
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		// Syntax is already proven, so this is a magnitude beyond float64 (±Inf).
+		return nil, refuse.New(CodeInvalidNumber, "number at byte %d overflows ieee 754 double precision", start)
+	}
+	return &node{kind: kNumber, str: lit, num: f}, nil
+}
+
+// simpleEscapes maps the byte after a backslash to the byte it stands for; 0 means not simple.
+var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+func hexVal(b []byte) (rune, bool) {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+func (p *parser) string() (*node, error) {
+	start := p.pos
+	p.pos++        // "
+	var buf []byte // nil until the first escape: most strings are copied once
+	seg := p.pos
+	for {
+		if p.pos >= len(p.in) {
+			return nil, p.fail(CodeInvalidJSON, "unterminated string")
+		}
+		c := p.in[p.pos]
+		switch {
+		case c == '"':
+			var s string
+			if buf == nil {
+				s = string(p.in[seg:p.pos])
+			} else {
+				s = string(append(buf, p.in[seg:p.pos]...))
+			}
+			p.pos++
+			p.lits = append(p.lits, p.in[start:p.pos])
+			return &node{kind: kString, str: s, sidx: len(p.lits) - 1}, nil
+		case c < 0x20:
+			return nil, p.fail(CodeInvalidJSON, "unescaped control character in string")
+		case c != '\\':
+			p.pos++
+			continue
+		}
+		buf = append(buf, p.in[seg:p.pos]...)
+		if p.pos+1 >= len(p.in) {
+			return nil, p.fail(CodeInvalidJSON, "unterminated escape in string")
+		}
+		esc := p.in[p.pos+1]
+		if r := simpleEscapes[esc]; r != 0 {
+			buf = append(buf, r)
+			p.pos += 2
+			seg = p.pos
+			continue
+		}
+		if esc != 'u' {
+			return nil, p.fail(CodeInvalidJSON, "invalid escape in string")
+		}
+		r, err := p.u4(p.pos)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r >= 0xDC00:
+			return nil, p.fail(CodeLoneSurrogate, "low surrogate escape without a high surrogate")
+		case utf16.IsSurrogate(r):
+			if p.pos+12 > len(p.in) || p.in[p.pos+6] != '\\' || p.in[p.pos+7] != 'u' {
+				return nil, p.fail(CodeLoneSurrogate, "high surrogate escape without a low surrogate")
+			}
+			lo, err := p.u4(p.pos + 6)
+			if err != nil {
+				return nil, err
+			}
+			if lo < 0xDC00 || lo > 0xDFFF {
+				return nil, p.fail(CodeLoneSurrogate, "high surrogate escape followed by a non-low-surrogate")
+			}
+			buf = utf8.AppendRune(buf, utf16.DecodeRune(r, lo))
+			p.pos += 12
+		default:
+			buf = utf8.AppendRune(buf, r)
+			p.pos += 6
+		}
+		seg = p.pos
+	}
+}
+
+// u4 reads the \uXXXX escape at i.
+func (p *parser) u4(i int) (rune, error) {
+	if i+6 > len(p.in) {
+		return 0, p.fail(CodeInvalidJSON, "truncated unicode escape in string")
+	}
+	r, ok := hexVal(p.in[i+2 : i+6])
+	if !ok {
+		return 0, p.fail(CodeInvalidJSON, "invalid unicode escape in string")
+	}
+	return r, nil
+}
