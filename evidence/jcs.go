@@ -211,4 +211,3 @@ func equalJSON(a, b *node) bool {
 	}
 	return true
 }
-
