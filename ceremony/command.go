@@ -67,6 +67,9 @@ func ParseCommand(raw []byte) (*ParsedCommand, error) {
 	}
 	var c evidence.Command
 	if err := evidence.DecodeStrict(canon, &c); err != nil {
+		if refuse.CodeOf(err) == evidence.CodeDigestInvalid {
+			return nil, refuse.Wrap(CodeCommandDigest, err, "command file holds an invalid digest")
+		}
 		return nil, refuse.Wrap(CodeCommandMalformed, err, "command file does not decode")
 	}
 	if err := validateCommand(&c); err != nil {
@@ -79,13 +82,13 @@ func ParseCommand(raw []byte) (*ParsedCommand, error) {
 	return &ParsedCommand{Command: c, Canonical: canon, Digest: evidence.FromBytes(canon), Target: td}, nil
 }
 
-// TargetDigest is the SHA-256 of the JCS form of t.
+// TargetDigest is the SHA-256 of the JCS form of t (evidence.TargetDigest, which the auditor shares).
 func TargetDigest(t evidence.Target) (digest.Digest, error) {
-	b, err := evidence.MarshalRecord(t)
+	d, err := evidence.TargetDigest(t)
 	if err != nil {
 		return "", fmt.Errorf("ceremony: target: %w", err)
 	}
-	return evidence.FromBytes(b), nil
+	return d, nil
 }
 
 // checkShape enforces the closed shape: exactly the known keys, none null, no trailing data.
