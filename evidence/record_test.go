@@ -13,7 +13,9 @@ import (
 
 func dg(s string) digest.Digest { return FromBytes([]byte(s)) }
 
-func desc(mt, s string) Descriptor { return Descriptor{MediaType: mt, Digest: dg(s), Size: int64(len(s))} }
+func desc(mt, s string) Descriptor {
+	return Descriptor{MediaType: mt, Digest: dg(s), Size: int64(len(s))}
+}
 
 // recordCase is one record type with a valid instance and the names used to break it.
 type recordCase struct {
@@ -71,8 +73,8 @@ func recordCases() []recordCase {
 			Intent: desc(MediaTypeIntent, "i"), Recovered: true, Target: dg("target"), Inputs: inputs,
 			Kubeconfig: desc(MediaTypeKubeconfig, "k"), Manifest: content, LockReport: desc(MediaTypeLockReport, "l"),
 			Lock: lock, KubeconfigDigest: dg("kc"), KubectlDigest: dg("kubectl"), ClusterUID: "uid-1", FieldManager: FieldManager,
-			Execs: []Descriptor{desc(MediaTypeExec, "e1")},
-			Objects: []LiveObject{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "n", UID: "u", ResourceVersion: "1"}},
+			Execs:         []Descriptor{desc(MediaTypeExec, "e1")},
+			Objects:       []LiveObject{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "n", UID: "u", ResourceVersion: "1"}},
 			NetworkAccess: true, KubernetesMutation: true, StartedAt: "t0", FinishedAt: "t1",
 		}, "objects"},
 	}
