@@ -2,6 +2,7 @@ package ceremony
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -195,4 +196,33 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("canonical form does not round-trip: %v", err)
 		}
 	})
+}
+
+func TestWriteApplyCommand(t *testing.T) {
+	pre, err := ParseCommand(encode(t, goodCommand(evidence.CommandPreflight)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := t.TempDir() + "/apply.json"
+	if err := WriteApplyCommand(p, pre, dB); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v %v", fi.Mode(), err)
+	}
+	raw, _ := os.ReadFile(p)
+	app, err := ParseCommand(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Command.Command != evidence.CommandApply || *app.Command.Preflight != dB || app.Target != pre.Target {
+		t.Fatalf("apply command %+v", app.Command)
+	}
+	// Never replaced, never through a relative path.
+	for _, path := range []string{p, "apply.json", t.TempDir() + "/../x.json"} {
+		if got := refuse.CodeOf(WriteApplyCommand(path, pre, dB)); got != CodeApplyCommandWrite {
+			t.Fatalf("%s: code %q", path, got)
+		}
+	}
 }
