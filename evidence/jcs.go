@@ -26,15 +26,17 @@ func Canonicalize(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return canonicalTree(root, lits)
+	return canonicalTree(root, lits, len(b))
 }
 
-func canonicalTree(root *node, lits [][]byte) ([]byte, error) {
+// canonicalTree serializes root; sizeHint (the input length) presizes the output, which is never
+// much longer than the input, so large documents are not copied over and over while growing.
+func canonicalTree(root *node, lits [][]byte, sizeHint int) ([]byte, error) {
 	strs, err := canonicalStrings(lits)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, 64)
+	out := make([]byte, 0, sizeHint+sizeHint/8+16)
 	return appendCanonical(out, root, strs)
 }
 

@@ -37,14 +37,15 @@ func MarshalRecord(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, refuse.Wrap(CodeRecordEncode, err, "record does not encode as json")
 	}
-	root, lits, err := parseStrict(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	enc1 := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	root, lits, err := parseStrict(enc1)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkIntegers(root, "$"); err != nil {
 		return nil, err
 	}
-	out, err := canonicalTree(root, lits)
+	out, err := canonicalTree(root, lits, len(enc1))
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func DecodeStrict(b []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := canonicalTree(root, lits); err != nil {
+	if _, err := canonicalTree(root, lits, len(b)); err != nil {
 		return err
 	}
 	return decodeTree(root, v)
@@ -95,7 +96,7 @@ func DecodeRecord(mediaType string, b []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	canon, err := canonicalTree(root, lits)
+	canon, err := canonicalTree(root, lits, len(b))
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func Descriptors(b []byte) ([]Descriptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := canonicalTree(root, lits); err != nil {
+	if _, err := canonicalTree(root, lits, len(b)); err != nil {
 		return nil, err
 	}
 	var ds []Descriptor

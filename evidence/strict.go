@@ -66,7 +66,9 @@ func parseStrict(b []byte) (*node, [][]byte, error) {
 	if !utf8.Valid(b) {
 		return nil, nil, refuse.New(CodeInvalidUTF8, "json input at byte %d is not valid utf-8", invalidUTF8At(b))
 	}
-	p := &parser{in: b}
+	// Most documents hold a string literal every few dozen bytes; presizing the table avoids
+	// re-copying it while it grows.
+	p := &parser{in: b, lits: make([][]byte, 0, len(b)/32+1)}
 	p.ws()
 	n, err := p.value(0)
 	if err != nil {
