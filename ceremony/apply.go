@@ -1,0 +1,247 @@
+//go:build ql3wip
+
+package ceremony
+
+import (
+	"context"
+
+	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
+)
+
+// Reason codes of the apply ceremony.
+const (
+	// CodePreflightNotFound: the preflight digest the apply command names is not a stored preflight.
+	CodePreflightNotFound refuse.Code = "PREFLIGHT_NOT_FOUND"
+	// CodePreflightTarget: the preflight was made for another target than this apply command's.
+	CodePreflightTarget refuse.Code = "PREFLIGHT_TARGET_MISMATCH"
+	// CodeRecordInvalid: a stored record the apply relies on does not decode or binds something else.
+	CodeRecordInvalid refuse.Code = "RECORD_INVALID"
+	// CodeApplyFailed: the server-side apply exited non-zero; the cluster may be partially applied.
+	CodeApplyFailed refuse.Code = "APPLY_FAILED"
+	// CodeConvergenceRead: the convergence read exited non-zero.
+	CodeConvergenceRead refuse.Code = "CONVERGENCE_READ_FAILED"
+)
+
+// partialHint is the advice of every refusal after the intent was written.
+const partialHint = "nothing was rolled back and no receipt was published; the cluster may be partially applied: " +
+	"audit live state with kubectl get --show-managed-fields, then rerun this apply command to roll forward " +
+	"(it recovers from its intent) or apply an earlier lock"
+
+func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.File) (*Result, error) {
+	s, err := newSession(opts, pc, f)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target,
+		Store: pc.Command.Store, Preflight: *pc.Command.Preflight}
+
+	// One apply of one command at a time: two concurrent runs must not both mutate.
+	unlock, err := s.st.Lock(ctx, pc.Digest)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = unlock() }()
+
+	// A command with a receipt is done: return it offline, without any kubectl run.
+	if d, ok, err := s.st.GetIndex(evidence.IndexReceipts, pc.Digest); err != nil {
+		return nil, err
+	} else if ok {
+		var r evidence.Receipt
+		if err := s.decode(d, evidence.MediaTypeReceipt, &r); err != nil {
+			return nil, err
+		}
+		if r.Command.Digest != pc.Digest {
+			return nil, refuse.New(CodeRecordInvalid, "receipt %s binds command %s, not %s", d.Digest, r.Command.Digest, pc.Digest)
+		}
+		if opts.Progress != nil {
+			(&progress{w: opts.Progress, total: 1, now: opts.Now}).step("existing receipt (offline)", func() error { return nil })
+		}
+		res.Receipt, res.Intent, res.Recovered, res.Offline, res.OK = d.Digest, r.Intent.Digest, r.Recovered, true, true
+		return res, nil
+	}
+
+	p := &progress{w: opts.Progress, total: 10, now: opts.Now}
+	var preDesc, intentDesc evidence.Descriptor
+	var objects []evidence.LiveObject
+	recovered := false
+	steps := []struct {
+		title string
+		f     func() error
+	}{
+		{"load preflight report", func() error {
+			var err error
+			preDesc, err = s.loadPreflight()
+			if err != nil {
+				return err
+			}
+			d, ok, err := s.st.GetIndex(evidence.IndexIntents, pc.Digest)
+			if err != nil {
+				return err
+			}
+			if ok {
+				var in evidence.Intent
+				if err := s.decode(d, evidence.MediaTypeIntent, &in); err != nil {
+					return err
+				}
+				intentDesc, recovered = d, true
+			}
+			return nil
+		}},
+		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash.
+		{"read and verify inputs, offline checks", s.readInputs},
+		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
+		{"server-side dry-run", func() error { return s.dryRun(ctx) }},
+		{"write apply intent", func() error {
+			if recovered {
+				return nil // the earlier attempt's intent already covers this mutation
+			}
+			var err error
+			intentDesc, err = s.publishIntent(preDesc)
+			return err
+		}},
+		{"server-side apply", func() error {
+			r, err := s.run(ctx, evidence.StepApply, s.manifest.Bytes)
+			if err != nil {
+				return partial(err)
+			}
+			if r.ExitCode != 0 {
+				return refuse.New(CodeApplyFailed, "server-side apply exited %d (%d bytes of stderr stored); the cluster may be partially applied", r.ExitCode, len(r.Stderr)).WithHint(partialHint)
+			}
+			return nil
+		}},
+		{"convergence read and verification", func() error {
+			var err error
+			objects, err = s.converge(ctx)
+			return partial(err)
+		}},
+		{"final identity read", func() error { return partial(s.identity(ctx, evidence.StepIdentityFinal)) }},
+		{"re-verify inputs", func() error { return partial(s.reverify(true)) }},
+		{"publish receipt", func() error {
+			d, err := s.publishReceipt(preDesc, intentDesc, recovered, objects)
+			res.Receipt = d.Digest
+			return partial(err)
+		}},
+	}
+	for _, st := range steps {
+		if err := p.step(st.title, st.f); err != nil {
+			return nil, err
+		}
+	}
+	res.Intent, res.Recovered, res.OK = intentDesc.Digest, recovered, true
+	return res, nil
+}
+
+// partial adds the partial-apply hint to a refusal raised after the mutation may have happened.
+func partial(err error) error {
+	if err == nil {
+		return nil
+	}
+	if r, ok := refuse.As(err); ok {
+		if r.Hint == "" {
+			r.Hint = partialHint
+		}
+		return r
+	}
+	return refuse.Wrap(CodeApplyFailed, err, "apply did not complete; the cluster may be partially applied").WithHint(partialHint)
+}
+
+func (s *session) decode(d evidence.Descriptor, mediaType string, v any) error {
+	if d.MediaType != mediaType {
+		return refuse.New(CodeRecordInvalid, "stored object %s has media type %s, want %s", d.Digest, d.MediaType, mediaType)
+	}
+	b, err := s.st.GetDescriptor(d)
+	if err != nil {
+		return err
+	}
+	if err := evidence.DecodeRecord(mediaType, b, v); err != nil {
+		return refuse.Wrap(CodeRecordInvalid, err, "stored record %s does not decode", d.Digest)
+	}
+	return nil
+}
+
+func (s *session) loadPreflight() (evidence.Descriptor, error) {
+	want := *s.pc.Command.Preflight
+	d, ok, err := s.st.GetIndex(evidence.IndexPreflights, want)
+	if err != nil {
+		return d, err
+	}
+	if !ok || d.Digest != want {
+		return d, refuse.New(CodePreflightNotFound, "preflight %s is not in store %s", want, s.pc.Command.Store).
+			WithHint("run ql3 preflight with the matching preflight command first")
+	}
+	var p evidence.Preflight
+	if err := s.decode(d, evidence.MediaTypePreflight, &p); err != nil {
+		return d, err
+	}
+	if p.Target != s.pc.Target {
+		return d, refuse.New(CodePreflightTarget, "preflight %s was made for target %s, this command's target is %s", want, p.Target, s.pc.Target)
+	}
+	if p.ClusterUID != s.pc.Command.ExpectedClusterUID || p.FieldManager != evidence.FieldManager || !p.NetworkAccess || p.KubernetesMutation {
+		return d, refuse.New(CodeRecordInvalid, "preflight %s does not bind this command's cluster and field manager", want)
+	}
+	return d, nil
+}
+
+func (s *session) publishIntent(pre evidence.Descriptor) (evidence.Descriptor, error) {
+	in := evidence.Intent{Schema: evidence.SchemaIntent, Command: s.cmdDesc, Preflight: pre, Target: s.pc.Target,
+		ClusterUID: s.clusterUID, Execs: append([]evidence.Descriptor(nil), s.execs...), CreatedAt: stamp(s.opts.Now())}
+	d, _, err := s.st.PutRecord(evidence.MediaTypeIntent, in)
+	if err != nil {
+		return d, storeErr(err, "apply intent")
+	}
+	if err := s.st.PutIndex(evidence.IndexIntents, s.pc.Digest, d); err != nil {
+		return d, storeErr(err, "intent index")
+	}
+	return d, nil
+}
+
+// converge reads the applied objects back and proves convergence with the auditor's verifier.
+func (s *session) converge(ctx context.Context) ([]evidence.LiveObject, error) {
+	r, err := s.run(ctx, evidence.StepConvergence, s.manifest.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	if r.ExitCode != 0 {
+		return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored)", r.ExitCode, len(r.Stderr))
+	}
+	exp := make([]convergence.Expectation, 0, len(s.lock.Authorities))
+	for _, a := range s.lock.Authorities {
+		e := convergence.Expectation{ObjectIndex: a.ObjectIndex, Annotations: s.lock.Annotations}
+		for _, c := range a.Containers {
+			e.Images = append(e.Images, convergence.Image{Field: c.Field, Container: c.Name, Image: c.Image})
+		}
+		exp = append(exp, e)
+	}
+	out, err := convergence.Verify(convergence.Input{Objects: s.lock.Objects, Authorities: exp,
+		FieldManager: evidence.FieldManager, Stdout: r.Stdout})
+	if err != nil {
+		return nil, err
+	}
+	return out.Objects, nil
+}
+
+func (s *session) publishReceipt(pre, intent evidence.Descriptor, recovered bool, objects []evidence.LiveObject) (evidence.Descriptor, error) {
+	rc := evidence.Receipt{
+		Schema: evidence.SchemaReceipt, Command: s.cmdDesc, Preflight: pre, Intent: intent, Recovered: recovered,
+		Target: s.pc.Target, Inputs: s.inputs, Kubeconfig: s.kcDesc, Manifest: s.manDesc, LockReport: s.repDesc,
+		Lock: s.lockBinding(), KubeconfigDigest: s.pc.Command.Kubeconfig.Digest, KubectlDigest: s.pc.Command.Kubectl.Digest,
+		ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager, Execs: s.execs, Objects: objects,
+		CrossResourceAtomicity: false, NetworkAccess: true, KubernetesMutation: true,
+		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
+	}
+	if rc.Objects == nil {
+		rc.Objects = []evidence.LiveObject{}
+	}
+	d, _, err := s.st.PutRecord(evidence.MediaTypeReceipt, rc)
+	if err != nil {
+		return d, storeErr(err, "receipt")
+	}
+	if err := s.st.PutIndex(evidence.IndexReceipts, s.pc.Digest, d); err != nil {
+		return d, storeErr(err, "receipt index")
+	}
+	return d, nil
+}

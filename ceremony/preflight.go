@@ -1,0 +1,105 @@
+//go:build ql3wip
+
+package ceremony
+
+import (
+	"context"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/store"
+)
+
+// Run reads the command file and runs the command it names. want, when not empty, is the command
+// a named subcommand accepts (COMMAND_MISMATCH otherwise).
+func Run(ctx context.Context, opts Options, want string) (*Result, error) {
+	opts.complete()
+	pc, f, err := loadCommand(opts, want)
+	if err != nil {
+		return nil, err
+	}
+	switch pc.Command.Command {
+	case evidence.CommandPreflight:
+		return preflight(ctx, opts, pc, f)
+	case evidence.CommandApply:
+		return apply(ctx, opts, pc, f)
+	default:
+		return nil, refuse.New(CodeCommandUnknown, "command %s is run by ql3 audit", pc.Command.Command)
+	}
+}
+
+// Preflight runs a preflight command file.
+func Preflight(ctx context.Context, opts Options) (*Result, error) {
+	return Run(ctx, opts, evidence.CommandPreflight)
+}
+
+// Apply runs an apply command file.
+func Apply(ctx context.Context, opts Options) (*Result, error) {
+	return Run(ctx, opts, evidence.CommandApply)
+}
+
+func newSession(opts Options, pc *ParsedCommand, f *stablefile.File) (*session, error) {
+	st, err := store.Open(pc.Command.Store)
+	if err != nil {
+		return nil, err
+	}
+	return &session{opts: opts, pc: pc, cmdFile: f, st: st, started: opts.Now()}, nil
+}
+
+func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.File) (*Result, error) {
+	s, err := newSession(opts, pc, f)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	p := &progress{w: opts.Progress, total: 6, now: opts.Now}
+	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store}
+	steps := []struct {
+		title string
+		f     func() error
+	}{
+		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash.
+		{"read and verify inputs, offline checks", s.readInputs},
+		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
+		{"server-side dry-run", func() error { return s.dryRun(ctx) }},
+		{"re-verify inputs", func() error { return s.reverify(true) }},
+		{"publish preflight report", func() error {
+			d, err := s.publishPreflight()
+			res.Preflight = d.Digest
+			return err
+		}},
+		{"write apply command", func() error {
+			if opts.WriteApplyCommand == "" {
+				return nil
+			}
+			res.ApplyCommand = opts.WriteApplyCommand
+			return WriteApplyCommand(opts.WriteApplyCommand, pc, res.Preflight)
+		}},
+	}
+	for _, st := range steps {
+		if err := p.step(st.title, st.f); err != nil {
+			return nil, err
+		}
+	}
+	res.OK = true
+	return res, nil
+}
+
+func (s *session) publishPreflight() (evidence.Descriptor, error) {
+	rec := evidence.Preflight{
+		Schema: evidence.SchemaPreflight, Command: s.cmdDesc, Target: s.pc.Target, Inputs: s.inputs,
+		Kubeconfig: s.kcDesc, Manifest: s.manDesc, LockReport: s.repDesc, Lock: s.lockBinding(),
+		ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager, Execs: s.execs,
+		NetworkAccess: true, KubernetesMutation: false,
+		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
+	}
+	d, _, err := s.st.PutRecord(evidence.MediaTypePreflight, rec)
+	if err != nil {
+		return d, storeErr(err, "preflight report")
+	}
+	if err := s.st.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
+		return d, storeErr(err, "preflight index")
+	}
+	return d, nil
+}

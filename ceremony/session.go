@@ -1,0 +1,365 @@
+//go:build ql3wip
+
+package ceremony
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/lock"
+	"github.com/qinglong/ql3/internal/kubeconfig"
+	"github.com/qinglong/ql3/internal/kubectl"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/store"
+)
+
+// Reason codes of the shared ceremony steps.
+const (
+	// CodeDigestMismatch: an input's SHA-256 differs from the digest the command pins.
+	CodeDigestMismatch refuse.Code = "DIGEST_MISMATCH"
+	// CodeClusterUID: the kube-system Namespace UID differs from expectedClusterUid.
+	CodeClusterUID refuse.Code = "CLUSTER_UID_MISMATCH"
+	// CodeIdentityRead: the identity read failed or its output has no UID.
+	CodeIdentityRead refuse.Code = "IDENTITY_READ_FAILED"
+	// CodeKubectlStep: kubectl could not be run to completion (timeout, output ceiling, exec error).
+	CodeKubectlStep refuse.Code = "KUBECTL_STEP_FAILED"
+	// CodeStoreWrite: evidence could not be written to the store.
+	CodeStoreWrite refuse.Code = "STORE_WRITE_FAILED"
+)
+
+// Byte ceilings of the inputs.
+const (
+	MaxManifest   = 8 << 20
+	MaxLockReport = 1 << 20
+	MaxKubeconfig = 1 << 20
+)
+
+// DefaultStepTimeout bounds one kubectl run.
+const DefaultStepTimeout = 2 * time.Minute
+
+// afterStep is a test hook called after each kubectl step returned and was recorded.
+var afterStep = func(step string) {}
+
+// runHook is a test hook called before each kubectl run; tests count runs with it.
+var runHook = func(step string) {}
+
+// Options configure a ceremony run.
+type Options struct {
+	CommandFile       string        // absolute path of the command file
+	WriteApplyCommand string        // preflight only: where to write the apply command file
+	StepTimeout       time.Duration // per kubectl run; DefaultStepTimeout when zero
+	Progress          io.Writer     // progress lines; nil for none
+	Now               func() time.Time
+}
+
+// Result is what a ceremony run printed: the digests an operator or a script needs next.
+type Result struct {
+	OK            bool          `json:"ok"`
+	Command       string        `json:"command"`
+	CommandDigest digest.Digest `json:"commandDigest"`
+	Target        digest.Digest `json:"target"`
+	Store         string        `json:"store"`
+	Preflight     digest.Digest `json:"preflight,omitempty"`
+	Intent        digest.Digest `json:"intent,omitempty"`
+	Receipt       digest.Digest `json:"receipt,omitempty"`
+	Recovered     bool          `json:"recovered,omitempty"`
+	Offline       bool          `json:"offline,omitempty"` // an existing receipt was returned without any kubectl run
+	ApplyCommand  string        `json:"applyCommand,omitempty"`
+}
+
+// session holds the verified inputs and the evidence of one run.
+type session struct {
+	opts       Options
+	pc         *ParsedCommand
+	cmdFile    *stablefile.File
+	st         *store.Store
+	manifest   *stablefile.File
+	report     *stablefile.File
+	kubeconfig *stablefile.File
+	exe        *stablefile.Executable
+	lock       *lock.Result
+	summary    *evidence.KubeconfigSummary
+	runner     *kubectl.Runner
+	inputs     evidence.Inputs
+	cmdDesc    evidence.Descriptor
+	kcDesc     evidence.Descriptor
+	manDesc    evidence.Descriptor
+	repDesc    evidence.Descriptor
+	execs      []evidence.Descriptor
+	clusterUID string
+	started    time.Time
+}
+
+func (o *Options) complete() {
+	if o.StepTimeout == 0 {
+		o.StepTimeout = DefaultStepTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// loadCommand reads the command file as a stable private input and parses it.
+func loadCommand(opts Options, want string) (*ParsedCommand, *stablefile.File, error) {
+	f, err := stablefile.Read(opts.CommandFile, evidence.RoleCommandFile, MaxCommandFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, err := ParseCommand(f.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if want != "" {
+		if err := pc.Expect(want); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pc, f, nil
+}
+
+func readPinned(path, role string, ceiling int64, pinned digest.Digest) (*stablefile.File, error) {
+	f, err := stablefile.Read(path, role, ceiling)
+	if err != nil {
+		return nil, err
+	}
+	if f.Digest != pinned {
+		return nil, refuse.New(CodeDigestMismatch, "%s %s has digest %s, the command pins %s", role, path, f.Digest, pinned)
+	}
+	return f, nil
+}
+
+// readInputs reads and verifies every input, runs the offline checks and stores the inputs' evidence.
+func (s *session) readInputs() error {
+	c := &s.pc.Command
+	var err error
+	if s.manifest, err = readPinned(c.Manifest.Path, evidence.RoleManifest, MaxManifest, c.Manifest.Digest); err != nil {
+		return err
+	}
+	if s.report, err = readPinned(c.LockReport.Path, evidence.RoleLockReport, MaxLockReport, c.LockReport.Digest); err != nil {
+		return err
+	}
+	if s.kubeconfig, err = readPinned(c.Kubeconfig.Path, evidence.RoleKubeconfig, MaxKubeconfig, c.Kubeconfig.Digest); err != nil {
+		return err
+	}
+	exe, err := stablefile.OpenExecutable(c.Kubectl.Path, c.Kubectl.Digest)
+	if err != nil {
+		if refuse.CodeOf(err) == "" {
+			return refuse.Wrap(CodeDigestMismatch, err, "kubectl %s", c.Kubectl.Path)
+		}
+		return err
+	}
+	s.exe = exe
+	if s.lock, err = lock.Verify(s.manifest.Bytes, s.report.Bytes); err != nil {
+		return err
+	}
+	if s.summary, err = kubeconfig.Check(s.kubeconfig.Bytes, c.Kubeconfig.Context); err != nil {
+		return err
+	}
+	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
+		Timeout: s.opts.StepTimeout, MaxOutput: 4 << 20}
+	return s.storeInputs()
+}
+
+func (s *session) storeInputs() error {
+	var err error
+	put := func(mt string, v any) evidence.Descriptor {
+		if err != nil {
+			return evidence.Descriptor{}
+		}
+		var d evidence.Descriptor
+		d, _, err = s.st.PutRecord(mt, v)
+		return d
+	}
+	blob := func(mt string, b []byte) evidence.Descriptor {
+		if err != nil {
+			return evidence.Descriptor{}
+		}
+		var d evidence.Descriptor
+		d, err = s.st.PutBlob(mt, b)
+		return d
+	}
+	s.cmdDesc = put(evidence.MediaTypeCommand, &s.pc.Command)
+	if err == nil && s.cmdDesc.Digest != s.pc.Digest {
+		return refuse.New(CodeStoreWrite, "command record digest %s differs from the command identity %s", s.cmdDesc.Digest, s.pc.Digest)
+	}
+	s.manDesc = blob(evidence.MediaTypeManifest, s.manifest.Bytes)
+	s.repDesc = blob(evidence.MediaTypeLockReport, s.report.Bytes)
+	s.kcDesc = put(evidence.MediaTypeKubeconfig, s.summary)
+	s.inputs.CommandFile = put(evidence.MediaTypeInput, s.cmdFile.Input(nil))
+	s.inputs.Manifest = put(evidence.MediaTypeInput, s.manifest.Input(&s.manDesc))
+	s.inputs.LockReport = put(evidence.MediaTypeInput, s.report.Input(&s.repDesc))
+	s.inputs.Kubeconfig = put(evidence.MediaTypeInput, s.kubeconfig.Input(nil))
+	if err == nil {
+		var in evidence.Input
+		if in, err = executableInput(s.exe, s.pc.Command.Kubectl); err == nil {
+			s.inputs.Kubectl = put(evidence.MediaTypeInput, in)
+		}
+	}
+	if err != nil {
+		return storeErr(err, "inputs")
+	}
+	return nil
+}
+
+func storeErr(err error, what string) error {
+	if refuse.CodeOf(err) != "" {
+		return err
+	}
+	return refuse.Wrap(CodeStoreWrite, err, "store %s", what)
+}
+
+// executableInput describes the held kubectl descriptor: stat through the descriptor, not the path.
+func executableInput(exe *stablefile.Executable, ref evidence.FileRef) (evidence.Input, error) {
+	fi, err := os.Stat(exe.ExecPath())
+	if err != nil {
+		return evidence.Input{}, fmt.Errorf("ceremony: stat kubectl: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return evidence.Input{}, fmt.Errorf("ceremony: stat kubectl: no stat_t")
+	}
+	return evidence.Input{
+		Schema: evidence.SchemaInput, Role: evidence.RoleKubectl, Path: ref.Path,
+		Dev: strconv.FormatUint(uint64(st.Dev), 10), Inode: strconv.FormatUint(st.Ino, 10),
+		Mode: fmt.Sprintf("%04o", fi.Mode().Perm()), UID: int64(st.Uid), Size: st.Size,
+		Mtime:  stamp(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)),
+		Ctime:  stamp(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)),
+		Digest: ref.Digest,
+	}, nil
+}
+
+// reverify re-checks every input; full also re-hashes kubectl (start and end only: ~80 ms).
+func (s *session) reverify(full bool) error {
+	for _, f := range []*stablefile.File{s.cmdFile, s.manifest, s.report, s.kubeconfig} {
+		if err := f.Reverify(); err != nil {
+			return err
+		}
+	}
+	if full {
+		return s.exe.ReverifyFull()
+	}
+	return s.exe.ReverifyIdentity()
+}
+
+// run re-verifies the inputs, runs one kubectl step, records it (even when it failed) and
+// returns its result. A non-zero exit is the caller's to judge.
+func (s *session) run(ctx context.Context, step string, stdin []byte) (*kubectl.Result, error) {
+	if err := s.reverify(false); err != nil {
+		return nil, err
+	}
+	runHook(step)
+	res, err := s.runner.Run(ctx, step, stdin)
+	if res != nil {
+		if rerr := s.record(res, stdin != nil); rerr != nil {
+			return nil, rerr
+		}
+	}
+	if err != nil {
+		if refuse.CodeOf(err) != "" {
+			return nil, err
+		}
+		return nil, refuse.Wrap(CodeKubectlStep, err, "kubectl step %s", step)
+	}
+	afterStep(step)
+	return res, nil
+}
+
+func (s *session) record(res *kubectl.Result, withStdin bool) error {
+	out, err := s.st.PutBlob(evidence.MediaTypeStdout, res.Stdout)
+	if err != nil {
+		return storeErr(err, "stdout")
+	}
+	errb, err := s.st.PutBlob(evidence.MediaTypeStderr, res.Stderr)
+	if err != nil {
+		return storeErr(err, "stderr")
+	}
+	e := evidence.Exec{
+		Schema: evidence.SchemaExec, Step: res.Step, Argv: res.Argv, Env: res.Env,
+		KubectlDigest: s.pc.Command.Kubectl.Digest, Stdout: out, Stderr: errb,
+		StdoutBytes: int64(len(res.Stdout)), StderrBytes: int64(len(res.Stderr)),
+		ExitCode: int64(res.ExitCode), StartedAt: stamp(res.StartedAt), FinishedAt: stamp(res.FinishedAt),
+		DurationMs: res.FinishedAt.Sub(res.StartedAt).Milliseconds(),
+	}
+	if withStdin {
+		d := s.manDesc
+		e.Stdin = &d
+	}
+	d, _, err := s.st.PutRecord(evidence.MediaTypeExec, e)
+	if err != nil {
+		return storeErr(err, "exec record")
+	}
+	s.execs = append(s.execs, d)
+	return nil
+}
+
+// identity reads the kube-system Namespace and requires its UID to be the expected one.
+func (s *session) identity(ctx context.Context, step string) error {
+	res, err := s.run(ctx, step, nil)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return refuse.New(CodeIdentityRead, "%s: kubectl exited %d", step, res.ExitCode)
+	}
+	var ns struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+			UID  string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(res.Stdout, &ns); err != nil || ns.Kind != "Namespace" || ns.Metadata.Name != "kube-system" || ns.Metadata.UID == "" {
+		return refuse.New(CodeIdentityRead, "%s: output is not the kube-system namespace", step)
+	}
+	if ns.Metadata.UID != s.pc.Command.ExpectedClusterUID {
+		return refuse.New(CodeClusterUID, "%s: kube-system uid is %s, the command expects %s", step, ns.Metadata.UID, s.pc.Command.ExpectedClusterUID).
+			WithHint("the kubeconfig context points at another cluster than the one reviewed")
+	}
+	s.clusterUID = ns.Metadata.UID
+	return nil
+}
+
+// dryRun runs the server-side dry-run and refuses a non-zero exit with its classified reason.
+func (s *session) dryRun(ctx context.Context) error {
+	res, err := s.run(ctx, evidence.StepDryRun, s.manifest.Bytes)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return classifyDryRun(evidence.StepDryRun, res.ExitCode, res.Stdout, res.Stderr, s.resources())
+	}
+	return nil
+}
+
+func (s *session) resources() []Resource {
+	out := make([]Resource, 0, len(s.lock.Objects))
+	for _, o := range s.lock.Objects {
+		out = append(out, Resource{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	}
+	return out
+}
+
+func (s *session) lockBinding() evidence.LockBinding {
+	l := s.lock
+	return evidence.LockBinding{ReportDigest: l.ReportDigest, ManifestDigest: l.ManifestDigest,
+		CatalogDigest: l.CatalogDigest, CatalogCommit: l.CatalogCommit, ReleaseSet: l.ReleaseSet,
+		ReleaseVersion: l.ReleaseVersion}
+}
+
+func (s *session) close() {
+	if s.exe != nil {
+		_ = s.exe.Close()
+	}
+}

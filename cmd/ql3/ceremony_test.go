@@ -1,0 +1,55 @@
+//go:build ql3wip
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+func TestCeremonyCommandRequiresFile(t *testing.T) {
+	cmd := ceremonyCommand(&RootOptions{}, "preflight", evidence.CommandPreflight)
+	cmd.SetArgs(nil)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.Execute()
+	r, ok := refuse.As(err)
+	if !ok || r.Code != CodeCommandFileFlag || r.Class != refuse.Usage {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestCeremonyCommandMismatch(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o700)
+	d := string(evidence.FromBytes(nil))
+	c := map[string]any{
+		"schema": evidence.SchemaCommand, "command": evidence.CommandApply, "store": filepath.Join(dir, "store"),
+		"manifest": map[string]any{"path": "/x/m", "digest": d}, "lockReport": map[string]any{"path": "/x/r", "digest": d},
+		"kubeconfig": map[string]any{"path": "/x/k", "digest": d, "context": "c"},
+		"kubectl":    map[string]any{"path": "/x/kubectl", "digest": d}, "expectedClusterUid": "u",
+		"fieldManager": evidence.FieldManager, "preflight": d,
+	}
+	raw, _ := json.Marshal(c)
+	p := filepath.Join(dir, "apply.json")
+	if err := os.WriteFile(p, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := ceremonyCommand(&RootOptions{}, "preflight", evidence.CommandPreflight)
+	cmd.SetArgs([]string{"--command-file=" + p})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	if got := refuse.CodeOf(cmd.Execute()); got != ceremony.CodeCommandMismatch {
+		t.Fatalf("code %q", got)
+	}
+}
