@@ -98,7 +98,7 @@ func decodeValue(n *node, v reflect.Value, path string) error {
 		m := reflect.MakeMapWithSize(t, len(n.keys))
 		for i, k := range n.keys {
 			e := reflect.New(t.Elem()).Elem()
-			if err := decodeValue(n.elems[i], e, path+"."+k.str); err != nil {
+			if err := decodeValue(n.elems[i], e, path+"."+pathKey(k.str)); err != nil {
 				return err
 			}
 			m.SetMapIndex(reflect.ValueOf(k.str).Convert(t.Key()), e)

@@ -176,3 +176,15 @@ func TestDescriptors(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusalPaths(t *testing.T) {
+	_, err := MarshalRecord(map[string]any{"a": []any{1, map[string]any{"b": 1.5}}})
+	if refuse.CodeOf(err) != CodeRecordNotInteger || !strings.Contains(err.Error(), "$.a[1].b") {
+		t.Errorf("got %v, want %s at $.a[1].b", err, CodeRecordNotInteger)
+	}
+	long := strings.Repeat("k", 1000)
+	_, err = Descriptors([]byte(`{"` + long + `":[{"digest":"sha256:x","mediaType":"m","size":1}]}`))
+	if refuse.CodeOf(err) != CodeDigestInvalid || !strings.Contains(err.Error(), "$."+strings.Repeat("k", 64)+"...[0]") || len(err.Error()) > 300 {
+		t.Errorf("got %v, want %s with a truncated path", err, CodeDigestInvalid)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -136,29 +138,39 @@ func Descriptors(b []byte) ([]Descriptor, error) {
 		return nil, err
 	}
 	var ds []Descriptor
-	err = walkDescriptors(root, "$", &ds)
+	var segs []string
+	err = walkDescriptors(root, &segs, &ds)
 	return ds, err
 }
 
-func walkDescriptors(n *node, path string, ds *[]Descriptor) error {
+// walkDescriptors keeps the path as a stack of segments and renders it only when it must (for a
+// refusal), so a hostile document of long keys and many members costs linear time.
+func walkDescriptors(n *node, segs *[]string, ds *[]Descriptor) error {
 	switch n.kind {
 	case kArray:
 		for i, e := range n.elems {
-			if err := walkDescriptors(e, path+"["+strconv.Itoa(i)+"]", ds); err != nil {
+			*segs = append(*segs, "["+strconv.Itoa(i)+"]")
+			err := walkDescriptors(e, segs, ds)
+			*segs = (*segs)[:len(*segs)-1]
+			if err != nil {
 				return err
 			}
 		}
 	case kObject:
 		if isDescriptorShape(n) {
 			var d Descriptor
-			if err := decodeValue(n, reflect.ValueOf(&d).Elem(), path); err != nil {
-				return err
+			if err := decodeValue(n, reflect.ValueOf(&d).Elem(), ""); err != nil {
+				// Decode again with the rendered path so the refusal says where.
+				return decodeValue(n, reflect.ValueOf(&d).Elem(), "$"+strings.Join(*segs, ""))
 			}
 			*ds = append(*ds, d)
 			return nil
 		}
 		for i, k := range n.keys {
-			if err := walkDescriptors(n.elems[i], path+"."+k.str, ds); err != nil {
+			*segs = append(*segs, "."+pathKey(k.str))
+			err := walkDescriptors(n.elems[i], segs, ds)
+			*segs = (*segs)[:len(*segs)-1]
+			if err != nil {
 				return err
 			}
 		}
@@ -208,26 +220,49 @@ func TargetDigest(t Target) (digest.Digest, error) {
 }
 
 // checkIntegers refuses any number that is not an integer literal within ±2^53. The literal, not
-// the parsed double, is checked, because 2^53+1 parses to the same double as 2^53.
-func checkIntegers(n *node, path string) error {
+// the parsed double, is checked, because 2^53+1 parses to the same double as 2^53. The path is
+// rendered only for the offending number.
+func checkIntegers(n *node, root string) error {
+	bad, segs := badInteger(n)
+	if bad == nil {
+		return nil
+	}
+	slices.Reverse(segs)
+	_, err := recordInt(bad, root+strings.Join(segs, ""))
+	return err
+}
+
+// badInteger returns the first number that recordInt refuses and its path segments, innermost
+// first.
+func badInteger(n *node) (*node, []string) {
 	switch n.kind {
 	case kNumber:
-		_, err := recordInt(n, path)
-		return err
+		if _, err := recordInt(n, ""); err != nil {
+			return n, nil
+		}
 	case kArray:
 		for i, e := range n.elems {
-			if err := checkIntegers(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
+			if bad, segs := badInteger(e); bad != nil {
+				return bad, append(segs, "["+strconv.Itoa(i)+"]")
 			}
 		}
 	case kObject:
 		for i, k := range n.keys {
-			if err := checkIntegers(n.elems[i], path+"."+k.str); err != nil {
-				return err
+			if bad, segs := badInteger(n.elems[i]); bad != nil {
+				return bad, append(segs, "."+pathKey(k.str))
 			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// pathKey renders a member name as a path segment, truncated so hostile names cannot make paths
+// (and refusal lines) large.
+func pathKey(s string) string {
+	if r := []rune(s); len(r) > 64 {
+		return string(r[:64]) + "..."
+	}
+	return s
 }
 
 func recordInt(n *node, path string) (int64, error) {
