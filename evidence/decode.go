@@ -114,6 +114,15 @@ func decodeValue(n *node, v reflect.Value, path string) error {
 		if t == descriptorType {
 			return validateDescriptor(v.Interface().(Descriptor), path)
 		}
+	case reflect.Interface:
+		if t.NumMethod() != 0 {
+			return refuse.New(CodeRecordShape, "field at %s has unsupported go type %s", path, t)
+		}
+		g, err := generic(n, path)
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(&g).Elem())
 	default:
 		return refuse.New(CodeRecordShape, "field at %s has unsupported go type %s", path, t)
 	}
@@ -182,4 +191,38 @@ func decodeStruct(n *node, v reflect.Value, path string) error {
 		}
 	}
 	return nil
+}
+
+// generic converts n for an untyped (any) field: objects to map[string]any, arrays to []any,
+// numbers to int64 (records hold integers only), still refusing null.
+func generic(n *node, path string) (any, error) {
+	switch n.kind {
+	case kBool:
+		return n.b, nil
+	case kString:
+		return n.str, nil
+	case kNumber:
+		return recordInt(n, path)
+	case kArray:
+		out := make([]any, len(n.elems))
+		for i, e := range n.elems {
+			g, err := generic(e, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return nil, err
+			}
+			out[i] = g
+		}
+		return out, nil
+	case kObject:
+		out := make(map[string]any, len(n.keys))
+		for i, k := range n.keys {
+			g, err := generic(n.elems[i], path+"."+pathKey(k.str))
+			if err != nil {
+				return nil, err
+			}
+			out[k.str] = g
+		}
+		return out, nil
+	}
+	return nil, refuse.New(CodeRecordShape, "null at %s", path)
 }

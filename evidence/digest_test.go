@@ -188,3 +188,21 @@ func TestRefusalPaths(t *testing.T) {
 		t.Errorf("got %v, want %s with a truncated path", err, CodeDigestInvalid)
 	}
 }
+
+func TestMarshalRecordUntypedField(t *testing.T) {
+	type withAny struct {
+		Schema string `json:"schema"`
+		Extra  any    `json:"extra"`
+	}
+	b, err := MarshalRecord(withAny{Schema: "s", Extra: map[string]any{"b": []any{int64(1), "x", true}, "a": map[string]any{}}})
+	if err != nil || string(b) != `{"extra":{"a":{},"b":[1,"x",true]},"schema":"s"}` {
+		t.Fatalf("got %s, %v", b, err)
+	}
+	if _, err := MarshalRecord(withAny{Schema: "s"}); refuse.CodeOf(err) != CodeRecordShape {
+		t.Errorf("nil any: %v, want %s", err, CodeRecordShape)
+	}
+	var w withAny
+	if err := DecodeStrict([]byte(`{"schema":"s","extra":[1.5]}`), &w); refuse.CodeOf(err) != CodeRecordNotInteger {
+		t.Errorf("fraction in any: %v, want %s", err, CodeRecordNotInteger)
+	}
+}
