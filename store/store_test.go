@@ -1,0 +1,211 @@
+package store
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "s")
+	if r, err := filepath.EvalSymlinks(filepath.Dir(root)); err == nil {
+		root = filepath.Join(r, "s")
+	}
+	s, err := Init(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestPutGetIdempotent(t *testing.T) {
+	s := newStore(t)
+	d, err := s.PutBlob(evidence.MediaTypeOctets, []byte("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBlob(evidence.MediaTypeOctets, []byte("hello")); err != nil {
+		t.Fatalf("second put: %v", err)
+	}
+	b, err := s.GetDescriptor(d)
+	if err != nil || string(b) != "hello" {
+		t.Fatalf("get: %q %v", b, err)
+	}
+	if _, err := Init(s.Root()); err != nil {
+		t.Fatalf("re-init: %v", err)
+	}
+	d.Size++
+	if _, err := s.GetDescriptor(d); refuse.CodeOf(err) != CodeObjectSize {
+		t.Fatalf("size: %v", err)
+	}
+}
+
+func TestObjectViolations(t *testing.T) {
+	vectors := []struct {
+		name   string               // what is done to the object
+		break_ func(p string) error // damages the object at p
+		code   refuse.Code          // what Get and Verify must report
+	}{
+		{"flipped byte", func(p string) error {
+			os.Chmod(p, 0o600)
+			os.WriteFile(p, []byte("hellp"), 0o400)
+			return os.Chmod(p, 0o400)
+		}, CodeObjectCorrupt},
+		{"truncated", func(p string) error { return os.Truncate(p, 2) }, CodeObjectCorrupt},
+		{"mode", func(p string) error { return os.Chmod(p, 0o644) }, CodeObjectMode},
+		{"owner", func(p string) error { return os.Chown(p, 4242, 4242) }, CodeObjectOwner},
+		{"hardlink", func(p string) error { return os.Link(p, p+".x") }, CodeObjectLinkCount},
+		{"symlink", func(p string) error {
+			os.Rename(p, p+".real")
+			return os.Symlink(p+".real", p)
+		}, CodeObjectNotRegular},
+		{"missing", func(p string) error { return os.Remove(p) }, CodeObjectNotFound},
+	}
+	for _, v := range vectors {
+		t.Run(v.name, func(t *testing.T) {
+			s := newStore(t)
+			d, err := s.PutBlob(evidence.MediaTypeOctets, []byte("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.break_(s.blobPath(d.Digest)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(d.Digest); refuse.CodeOf(err) != v.code {
+				t.Fatalf("get: got %v, want %s", err, v.code)
+			}
+			r, err := s.Verify()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OK() {
+				t.Fatalf("verify ok after %s", v.name)
+			}
+		})
+	}
+}
+
+func TestOpenRefusals(t *testing.T) {
+	vectors := []struct {
+		name   string                  // the violation
+		damage func(root string) error // applied to a fresh store
+		code   refuse.Code             // Open's code
+	}{
+		{"root mode", func(r string) error { return os.Chmod(r, 0o755) }, CodeStoreMode},
+		{"root owner", func(r string) error { return os.Chown(r, 4242, 4242) }, CodeStoreOwner},
+		{"subdir mode", func(r string) error { return os.Chmod(filepath.Join(r, "blobs/sha256"), 0o750) }, CodeStoreMode},
+		{"subdir owner", func(r string) error { return os.Chown(filepath.Join(r, "tmp"), 4242, 4242) }, CodeStoreOwner},
+		{"marker", func(r string) error { return os.Remove(filepath.Join(r, markerName)) }, CodeStoreMarker},
+		{"subdir missing", func(r string) error { return os.Remove(filepath.Join(r, "locks")) }, CodeStoreRoot},
+	}
+	for _, v := range vectors {
+		t.Run(v.name, func(t *testing.T) {
+			s := newStore(t)
+			if err := v.damage(s.Root()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(s.Root()); refuse.CodeOf(err) != v.code {
+				t.Fatalf("got %v, want %s", err, v.code)
+			}
+		})
+	}
+	if _, err := Open("rel/path"); refuse.CodeOf(err) != CodeStoreRoot {
+		t.Fatalf("relative: %v", err)
+	}
+}
+
+func TestIndexConflict(t *testing.T) {
+	s := newStore(t)
+	a, _ := s.PutBlob(evidence.MediaTypeOctets, []byte("a"))
+	b, _ := s.PutBlob(evidence.MediaTypeOctets, []byte("b"))
+	if err := s.PutIndex(evidence.IndexPreflights, a.Digest, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIndex(evidence.IndexPreflights, a.Digest, a); err != nil {
+		t.Fatalf("same: %v", err)
+	}
+	if err := s.PutIndex(evidence.IndexPreflights, a.Digest, b); refuse.CodeOf(err) != CodeIndexConflict {
+		t.Fatalf("conflict: %v", err)
+	}
+	if err := s.PutIndex("nope", a.Digest, b); refuse.CodeOf(err) != CodeIndexKind {
+		t.Fatalf("kind: %v", err)
+	}
+	es, err := s.ListIndex(evidence.IndexPreflights)
+	if err != nil || len(es) != 1 || es[0].Descriptor != a {
+		t.Fatalf("list: %v %v", es, err)
+	}
+}
+
+func TestConcurrentPuts(t *testing.T) {
+	s := newStore(t)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if _, err := s.PutBlob(evidence.MediaTypeOctets, []byte{byte(i), byte(g % 2)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := s.Verify()
+	if err != nil || !r.OK() {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+}
+
+func TestLock(t *testing.T) {
+	s := newStore(t)
+	k := evidence.FromBytes([]byte("cmd"))
+	unlock, err := s.Lock(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Lock(ctx, k); refuse.CodeOf(err) != CodeStoreLocked {
+		t.Fatalf("second lock: %v", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	u2, err := s.Lock(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2()
+}
+
+func TestVerifyStrayAndHints(t *testing.T) {
+	s := newStore(t)
+	if err := os.WriteFile(filepath.Join(s.Root(), "blobs", "stray"), nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Root(), "tmp", "stage-x"), nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	s.PutBlob(evidence.MediaTypeOctets, []byte("unref"))
+	r, err := s.Verify()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Corruption) != 1 || r.Corruption[0].Code != CodeStrayFile {
+		t.Fatalf("corruption: %+v", r.Corruption)
+	}
+	if len(r.Hints) != 2 {
+		t.Fatalf("hints: %+v", r.Hints)
+	}
+}

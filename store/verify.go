@@ -1,0 +1,152 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// Codes raised only by Verify findings.
+const (
+	CodeStrayFile       refuse.Code = "STORE_STRAY_FILE"        // a file in blobs/ whose name is not an object name
+	CodeDanglingRef     refuse.Code = "STORE_DANGLING_REF"      // a descriptor names an object that is missing or wrong
+	CodeStagingLeftover refuse.Code = "STORE_STAGING_LEFTOVER"  // hint: a file left in tmp/ by a crashed write
+	CodeUnreferenced    refuse.Code = "STORE_UNREFERENCED"      // hint: an object no index entry reaches
+	CodeIntentNoReceipt refuse.Code = "STORE_INTENT_NO_RECEIPT" // hint: a possibly partial mutation
+)
+
+// Finding is one result of Verify.
+type Finding struct {
+	Code refuse.Code `json:"code"`
+	Path string      `json:"path"`
+	Msg  string      `json:"message"`
+}
+
+// Report is the result of Verify: corruption findings are errors, hints are not.
+type Report struct {
+	Objects    int       `json:"objects"`
+	Receipts   int       `json:"receipts"`
+	Preflights int       `json:"preflights"`
+	Intents    int       `json:"intents"`
+	Corruption []Finding `json:"corruption"`
+	Hints      []Finding `json:"hints"`
+}
+
+// OK is true iff Verify found no corruption.
+func (r *Report) OK() bool { return len(r.Corruption) == 0 }
+
+func (r *Report) bad(path string, err error) {
+	r.Corruption = append(r.Corruption, Finding{Code: refuse.CodeOf(err), Path: path, Msg: err.Error()})
+}
+
+// Verify checks every object and index entry and keeps going after a finding.
+func (s *Store) Verify() (*Report, error) {
+	r := &Report{Corruption: []Finding{}, Hints: []Finding{}}
+	good := map[digest.Digest][]byte{}
+	blobs := filepath.Join(s.root, "blobs")
+	ents, err := os.ReadDir(blobs)
+	if err != nil {
+		return nil, refuse.Wrap(CodeStoreIO, err, "list blobs")
+	}
+	for _, e := range ents {
+		if e.Name() != "sha256" {
+			r.bad("blobs/"+e.Name(), refuse.New(CodeStrayFile, "stray entry in blobs/"))
+		}
+	}
+	ents, err = os.ReadDir(filepath.Join(blobs, "sha256"))
+	if err != nil {
+		return nil, refuse.Wrap(CodeStoreIO, err, "list blobs/sha256")
+	}
+	for _, e := range ents {
+		rel := "blobs/sha256/" + e.Name()
+		d, err := evidence.ParseDigest("sha256:" + e.Name())
+		if err != nil {
+			r.bad(rel, refuse.New(CodeStrayFile, "stray entry in blobs/sha256/"))
+			continue
+		}
+		r.Objects++
+		b, err := s.Get(d)
+		if err != nil {
+			r.bad(rel, err)
+			continue
+		}
+		good[d] = b
+	}
+	if ents, err := os.ReadDir(filepath.Join(s.root, "tmp")); err == nil {
+		for _, e := range ents {
+			r.Hints = append(r.Hints, Finding{Code: CodeStagingLeftover, Path: "tmp/" + e.Name(), Msg: "staging leftover"})
+		}
+	}
+	reached := map[digest.Digest]bool{}
+	var walk func(d evidence.Descriptor, from string)
+	walk = func(d evidence.Descriptor, from string) {
+		b, ok := good[d.Digest]
+		if !ok {
+			if _, bad := s.Get(d.Digest); refuse.CodeOf(bad) == CodeObjectNotFound {
+				r.bad(from, refuse.New(CodeDanglingRef, "descriptor names missing object %s", d.Digest))
+			}
+			return
+		}
+		if int64(len(b)) != d.Size {
+			r.bad(from, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size))
+			return
+		}
+		if reached[d.Digest] {
+			return
+		}
+		reached[d.Digest] = true
+		if _, isRec := evidence.RecordSchema(d.MediaType); !isRec {
+			return
+		}
+		var probe map[string]any
+		if err := evidence.DecodeRecord(d.MediaType, b, &probe); err != nil {
+			r.bad(from, err)
+			return
+		}
+		ds, err := evidence.Descriptors(b)
+		if err != nil {
+			r.bad(from, err)
+			return
+		}
+		for _, c := range ds {
+			walk(c, "blobs/sha256/"+d.Digest.Encoded())
+		}
+	}
+	receipts := map[digest.Digest]bool{}
+	var intents []IndexEntry
+	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights} {
+		es, err := s.ListIndex(kind)
+		if err != nil {
+			r.bad("index/"+kind, err)
+			continue
+		}
+		for _, e := range es {
+			walk(e.Descriptor, "index/"+kind+"/"+e.Key.Encoded())
+			switch kind {
+			case evidence.IndexReceipts:
+				r.Receipts++
+				receipts[e.Key] = true
+			case evidence.IndexIntents:
+				r.Intents++
+				intents = append(intents, e)
+			default:
+				r.Preflights++
+			}
+		}
+	}
+	for _, e := range intents {
+		if !receipts[e.Key] {
+			r.Hints = append(r.Hints, Finding{Code: CodeIntentNoReceipt, Path: "index/intents/" + e.Key.Encoded(), Msg: "apply intent without receipt"})
+		}
+	}
+	for d := range good {
+		if !reached[d] {
+			r.Hints = append(r.Hints, Finding{Code: CodeUnreferenced, Path: "blobs/sha256/" + d.Encoded(), Msg: "unreferenced object"})
+		}
+	}
+	return r, nil
+}
