@@ -83,3 +83,13 @@ func TestCLIErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCLICanonicalize(t *testing.T) {
+	out, e, c := run(t, `{"b":1, "a":"x"}`, "canonicalize", "-")
+	if c != 0 || out != `{"a":"x","b":1}`+"\n" || e != "" {
+		t.Fatalf("got %q %q %d", out, e, c)
+	}
+	if _, e, c := run(t, `{"a":1,"a":2}`, "canonicalize"); c != 1 || len(e) < 20 || e[:13] != "ql3: refused:" {
+		t.Fatalf("duplicate key: %q %d", e, c)
+	}
+}
