@@ -258,12 +258,14 @@ func readObject(p string, d digest.Digest) ([]byte, error) {
 	if err := checkObjectStat(&st, d); err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxObjectSize+1))
-	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "read object %s", d)
+	// Presize from fstat (bounded above), then insist the file ends there: a file that grows
+	// between fstat and read is refused rather than read in part.
+	b := make([]byte, st.Size)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 	}
-	if len(b) > MaxObjectSize {
-		return nil, refuse.New(CodeObjectTooLarge, "object %s exceeds %d bytes", d, MaxObjectSize)
+	if n, _ := f.Read(make([]byte, 1)); n != 0 {
+		return nil, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
 	}
 	if evidence.FromBytes(b) != d {
 		return nil, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)

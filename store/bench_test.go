@@ -1,0 +1,82 @@
+package store
+
+import (
+	"crypto/sha256"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/qinglong/ql3/evidence"
+)
+
+// The ratio of interest is BenchmarkGet (and Put) MB/s over BenchmarkSHA256 MB/s on the same bytes.
+func benchData(i int) []byte {
+	b := make([]byte, 4<<20)
+	b[0], b[1] = byte(i), byte(i>>8)
+	return b
+}
+
+func BenchmarkSHA256(b *testing.B) {
+	data := benchData(0)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		sha256.Sum256(data)
+	}
+}
+
+func BenchmarkPut(b *testing.B) {
+	s, err := Init(filepath.Join(b.TempDir(), "s"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := benchData(0)
+	b.SetBytes(int64(len(data)))
+	i := 0
+	for b.Loop() {
+		i++
+		data[0], data[1] = byte(i), byte(i>>8)
+		if _, err := s.PutBlob(evidence.MediaTypeOctets, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	s, err := Init(filepath.Join(b.TempDir(), "s"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := s.PutBlob(evidence.MediaTypeOctets, benchData(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(d.Size)
+	for b.Loop() {
+		if _, err := s.Get(d.Digest); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestCopiedStoreVerifies(t *testing.T) {
+	s := newStore(t)
+	d, err := s.PutBlob(evidence.MediaTypeOctets, []byte("copied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(filepath.Dir(s.Root()), "copy")
+	if out, err := exec.Command("cp", "-a", s.Root(), dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	c, err := Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Verify()
+	if err != nil || !r.OK() {
+		t.Fatalf("verify copy: %+v %v", r, err)
+	}
+}
