@@ -1,0 +1,363 @@
+// Package testcluster starts a real etcd and kube-apiserver on loopback for tests and demos.
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// Tools are the pinned binaries built by internal/tools/build-k8s.sh.
+type Tools struct {
+	Dir, Kubectl, KubeAPIServer, Etcd string
+	KubectlDigest                     digest.Digest
+	KubernetesVersion, EtcdVersion    string
+}
+
+// ErrNoTools means $QL3_K8S_TOOLS is unset or does not hold the built tools.
+var ErrNoTools = errors.New("testcluster: kubernetes tools missing: run `make tools` and set QL3_K8S_TOOLS to the directory it prints")
+
+// FindTools reads the tools directory from $QL3_K8S_TOOLS and verifies kubectl against the manifest.
+func FindTools() (*Tools, error) {
+	dir := os.Getenv("QL3_K8S_TOOLS")
+	if dir == "" {
+		return nil, ErrNoTools
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoTools, err)
+	}
+	var m struct {
+		KubernetesVersion string            `json:"kubernetesVersion"`
+		EtcdVersion       string            `json:"etcdVersion"`
+		Binaries          map[string]string `json:"binaries"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: manifest: %w", ErrNoTools, err)
+	}
+	t := &Tools{Dir: dir, Kubectl: filepath.Join(dir, "bin", "kubectl"), KubeAPIServer: filepath.Join(dir, "bin", "kube-apiserver"),
+		Etcd: filepath.Join(dir, "bin", "etcd"), KubernetesVersion: m.KubernetesVersion, EtcdVersion: m.EtcdVersion}
+	d, err := digest.Parse(m.Binaries["kubectl"])
+	if err != nil {
+		return nil, fmt.Errorf("%w: kubectl digest: %w", ErrNoTools, err)
+	}
+	f, err := os.Open(t.Kubectl)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoTools, err)
+	}
+	defer f.Close()
+	got, err := digest.SHA256.FromReader(f)
+	if err != nil || got != d {
+		return nil, fmt.Errorf("%w: kubectl digest mismatch", ErrNoTools)
+	}
+	t.KubectlDigest = d
+	for _, p := range []string{t.KubeAPIServer, t.Etcd} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoTools, err)
+		}
+	}
+	return t, nil
+}
+
+// Options tune Start.
+type Options struct {
+	// Dir is the root to use (created 0700); empty means a fresh temporary directory.
+	Dir string
+	// Detach starts the processes in their own session so they outlive the caller (cmd/ql3-cluster).
+	Detach bool
+}
+
+// Cluster is one running etcd + kube-apiserver pair.
+type Cluster struct {
+	Dir            string
+	KubeconfigPath string
+	Context        string
+	TokenContext   string
+	Server         string
+	KubectlPath    string // the field cannot share the Kubectl method's name
+	KubectlDigest  digest.Digest
+	KubeSystemUID  string
+	CAPEM          []byte
+	ClientCertPEM  []byte
+	ClientKeyPEM   []byte
+	Token          string
+
+	kubeconfig []byte
+	procs      []*exec.Cmd
+	PIDs       []int
+	ownDir     bool
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("testcluster: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start launches a fresh cluster and waits until kube-system can be read.
+func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) {
+	dir := opts.Dir
+	own := dir == ""
+	if own {
+		if dir, err = os.MkdirTemp("", "ql3-cluster-"); err != nil {
+			return nil, fmt.Errorf("testcluster: %w", err)
+		}
+	} else if err = os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	if err = os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	c := &Cluster{Dir: dir, Context: "ql3-admin", TokenContext: "ql3-token", KubectlPath: t.Kubectl, KubectlDigest: t.KubectlDigest, ownDir: own}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, c.Logs())
+			_ = c.Stop()
+		}
+	}()
+	p, err := newPKI()
+	if err != nil {
+		return nil, err
+	}
+	c.CAPEM, c.ClientCertPEM, c.ClientKeyPEM = p.ca.certPEM, p.admin.certPEM, p.admin.keyPEM
+	tok := make([]byte, 24)
+	if _, err = rand.Read(tok); err != nil {
+		return nil, fmt.Errorf("testcluster: token: %w", err)
+	}
+	c.Token = hex.EncodeToString(tok)
+	pk := filepath.Join(dir, "pki")
+	files := map[string][]byte{"ca.crt": p.ca.certPEM, "serving.crt": p.serving.certPEM, "serving.key": p.serving.keyPEM,
+		"sa.key": p.sa.keyPEM, "sa.pub": p.saPubPEM, "tokens.csv": []byte(c.Token + ",ql3-token,ql3-token-uid,system:masters\n")}
+	if err = os.MkdirAll(pk, 0o700); err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	for n, b := range files {
+		if err = os.WriteFile(filepath.Join(pk, n), b, 0o600); err != nil {
+			return nil, fmt.Errorf("testcluster: %w", err)
+		}
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	c.Server = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	if err = c.spawn(t.Etcd, "etcd", opts.Detach, "--name=ql3", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client, "--listen-peer-urls="+peer,
+		"--initial-advertise-peer-urls="+peer, "--initial-cluster=ql3="+peer, "--unsafe-no-fsync"); err != nil {
+		return nil, err
+	}
+	if err = c.spawn(t.KubeAPIServer, "kube-apiserver", opts.Detach, "--etcd-servers="+client, "--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[2]),
+		"--tls-cert-file="+filepath.Join(pk, "serving.crt"), "--tls-private-key-file="+filepath.Join(pk, "serving.key"),
+		"--client-ca-file="+filepath.Join(pk, "ca.crt"), "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+filepath.Join(pk, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(pk, "sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/24", "--authorization-mode=RBAC", "--endpoint-reconciler-type=none",
+		"--token-auth-file="+filepath.Join(pk, "tokens.csv"), "--cert-dir="+filepath.Join(dir, "apiserver-certs")); err != nil {
+		return nil, err
+	}
+	c.kubeconfig = c.renderKubeconfig()
+	kdir := filepath.Join(dir, "kube")
+	if err = os.MkdirAll(kdir, 0o700); err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	c.KubeconfigPath = filepath.Join(kdir, "config")
+	if err = os.WriteFile(c.KubeconfigPath, c.kubeconfig, 0o600); err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	if err = c.waitReady(ctx, p); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) spawn(bin, name string, detach bool, args ...string) error {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("testcluster: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = []string{"HOME=" + c.Dir, "TMPDIR=" + c.Dir, "PATH=/nonexistent"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: detach, Pdeathsig: pdeath(detach)}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testcluster: start %s: %w", name, err)
+	}
+	c.procs = append(c.procs, cmd)
+	c.PIDs = append(c.PIDs, cmd.Process.Pid)
+	return nil
+}
+
+func pdeath(detach bool) syscall.Signal {
+	if detach {
+		return 0
+	}
+	return syscall.SIGKILL
+}
+
+func (c *Cluster) waitReady(ctx context.Context, p *pki) error {
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca.cert)
+	cert, err := tls.X509KeyPair(p.admin.certPEM, p.admin.keyPEM)
+	if err != nil {
+		return fmt.Errorf("testcluster: client cert: %w", err)
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for ready := false; ; {
+		if !ready {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+"/readyz", nil)
+			if resp, err := hc.Do(req); err == nil {
+				ready = resp.StatusCode == http.StatusOK
+				resp.Body.Close()
+			}
+		}
+		if ready {
+			out, _, err := c.Kubectl(ctx, nil, "get", "namespace", "kube-system", "-o=jsonpath={.metadata.uid}")
+			if err == nil && len(out) > 0 {
+				c.KubeSystemUID = string(out)
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testcluster: cluster not ready: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) renderKubeconfig() []byte {
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: ql3
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: ql3-admin
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+- name: ql3-token
+  user:
+    token: %s
+contexts:
+- name: %s
+  context: {cluster: ql3, user: ql3-admin}
+- name: %s
+  context: {cluster: ql3, user: ql3-token}
+`, c.Server, b64(c.CAPEM), b64(c.ClientCertPEM), b64(c.ClientKeyPEM), c.Token, c.Context, c.TokenContext)
+}
+
+// KubeconfigBytes returns a copy of the kubeconfig.
+func (c *Cluster) KubeconfigBytes() []byte { return bytes.Clone(c.kubeconfig) }
+
+// Secrets lists every form of a credential an output must never contain.
+func (c *Cluster) Secrets() [][]byte {
+	out := [][]byte{[]byte(c.Token), c.ClientKeyPEM, c.ClientCertPEM}
+	for _, p := range [][]byte{c.ClientKeyPEM, c.ClientCertPEM} {
+		out = append(out, []byte(base64.StdEncoding.EncodeToString(p)))
+		for _, l := range strings.Split(string(p), "\n") {
+			if len(l) >= 32 && !strings.HasPrefix(l, "-----") {
+				out = append(out, []byte(l))
+			}
+		}
+	}
+	out = append(out, []byte(base64.StdEncoding.EncodeToString([]byte(c.Token))))
+	return out
+}
+
+// Kubectl runs the real kubectl as admin with the DESIGN §6 environment.
+func (c *Cluster) Kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, []byte, error) {
+	home, err := os.MkdirTemp(c.Dir, "kubectl-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("testcluster: %w", err)
+	}
+	defer os.RemoveAll(home)
+	cache := filepath.Join(home, "cache")
+	full := append([]string{"--kubeconfig=" + c.KubeconfigPath, "--context=" + c.Context, "--cache-dir=" + cache}, args...)
+	cmd := exec.CommandContext(ctx, c.KubectlPath, full...)
+	cmd.Env = []string{"HOME=" + home, "XDG_CACHE_HOME=" + cache, "XDG_CONFIG_HOME=" + home, "TMPDIR=" + home,
+		"KUBECACHEDIR=" + cache, "PATH=/nonexistent", "LANG=C", "KUBERC=off", "KUBECTL_KUBERC=false"}
+	cmd.Dir = home
+	var so, se bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &so, &se
+	err = cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("testcluster: kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return so.Bytes(), se.Bytes(), err
+}
+
+// CreateNamespace creates a namespace as admin.
+func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
+	_, se, err := c.Kubectl(ctx, nil, "create", "namespace", name)
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(se))
+	}
+	return nil
+}
+
+// Stop ends exactly the processes Start launched and removes the cluster's directory.
+func (c *Cluster) Stop() error {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+	c.procs = nil
+	if c.ownDir {
+		return os.RemoveAll(c.Dir)
+	}
+	return nil
+}
+
+// Logs returns the etcd and apiserver log text for a failing test to print.
+func (c *Cluster) Logs() string {
+	var b strings.Builder
+	for _, n := range []string{"etcd", "kube-apiserver"} {
+		raw, _ := os.ReadFile(filepath.Join(c.Dir, n+".log"))
+		if len(raw) > 64<<10 {
+			raw = raw[len(raw)-64<<10:]
+		}
+		fmt.Fprintf(&b, "==== %s.log (tail)\n%s\n", n, raw)
+	}
+	return b.String()
+}
