@@ -29,6 +29,13 @@ func TestKubeSystemUIDStable(t *testing.T) {
 }
 
 func TestServerSideApplyBehaviour(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	before := snapshot(home)
+	defer func() {
+		if after := snapshot(home); after != before {
+			t.Errorf("kubectl runs changed the real HOME:\n%s\n---\n%s", before, after)
+		}
+	}()
 	ns := "ssa-test"
 	if err := shared.CreateNamespace(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -74,6 +81,9 @@ func TestServerSideApplyBehaviour(t *testing.T) {
 	if _, se, err := kc(t, dep, ssa...); err != nil {
 		t.Fatalf("deployment: %v %s", err, se)
 	}
+	if out, se, err := kc(t, "", "get", "-n", ns, "deployment", "d", "-o=jsonpath={.spec.replicas}"); err != nil || out != "0" {
+		t.Fatalf("deployment replicas %q, want 0: %v %s", out, err, se)
+	}
 }
 
 func TestSeparateClustersDifferAndStopCleans(t *testing.T) {
@@ -107,8 +117,15 @@ func TestSeparateClustersDifferAndStopCleans(t *testing.T) {
 	}
 }
 
+// snapshot lists HOME's top-level names (a new dot-directory shows) and every file under the
+// places kubectl would write or read: its config dir, discovery and HTTP caches, and kuberc.
 func snapshot(home string) string {
 	var b strings.Builder
+	if ents, err := os.ReadDir(home); err == nil {
+		for _, e := range ents {
+			b.WriteString(e.Name() + "\n")
+		}
+	}
 	for _, p := range []string{".kube", ".cache/kubectl", ".config/kubectl", ".kube/cache"} {
 		_ = filepath.Walk(filepath.Join(home, p), func(path string, fi os.FileInfo, err error) error {
 			if err == nil {
