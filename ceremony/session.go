@@ -29,8 +29,6 @@ const (
 	CodeDigestMismatch refuse.Code = "DIGEST_MISMATCH"
 	// CodeClusterUID: the kube-system Namespace UID differs from expectedClusterUid.
 	CodeClusterUID refuse.Code = "CLUSTER_UID_MISMATCH"
-	// CodeIdentityRead: the identity read failed or its output has no UID.
-	CodeIdentityRead refuse.Code = "IDENTITY_READ_FAILED"
 	// CodeKubectlStep: kubectl could not be run to completion (timeout, output ceiling, exec error).
 	CodeKubectlStep refuse.Code = "KUBECTL_STEP_FAILED"
 	// CodeStoreWrite: evidence could not be written to the store.
@@ -311,23 +309,17 @@ func (s *session) identity(ctx context.Context, step string) error {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return refuse.New(CodeIdentityRead, "%s: kubectl exited %d", step, res.ExitCode)
+		return refuse.New(kubeout.CodeIdentityOutput, "%s: kubectl exited %d (%d bytes of stderr stored)", step, res.ExitCode, len(res.Stderr))
 	}
-	var ns struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
-		} `json:"metadata"`
+	uid, err := kubeout.NamespaceUID(res.Stdout)
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(res.Stdout, &ns); err != nil || ns.Kind != "Namespace" || ns.Metadata.Name != "kube-system" || ns.Metadata.UID == "" {
-		return refuse.New(CodeIdentityRead, "%s: output is not the kube-system namespace", step)
-	}
-	if ns.Metadata.UID != s.pc.Command.ExpectedClusterUID {
-		return refuse.New(CodeClusterUID, "%s: kube-system uid is %s, the command expects %s", step, ns.Metadata.UID, s.pc.Command.ExpectedClusterUID).
+	if uid != s.pc.Command.ExpectedClusterUID {
+		return refuse.New(CodeClusterUID, "%s: kube-system uid is %s, the command expects %s", step, uid, s.pc.Command.ExpectedClusterUID).
 			WithHint("the kubeconfig context points at another cluster than the one reviewed")
 	}
-	s.clusterUID = ns.Metadata.UID
+	s.clusterUID = uid
 	return nil
 }
 
