@@ -23,11 +23,12 @@ const (
 	MediaTypeReceipt    = "application/vnd.qinglong.ql3.receipt.v1+json"
 
 	// Raw blobs.
-	MediaTypeManifest   = "application/vnd.qinglong.ql3.manifest.v1+yaml"
-	MediaTypeLockReport = "application/vnd.qinglong.kubernetes-deployment-lock.v2+json"
-	MediaTypeStdout     = "application/vnd.qinglong.ql3.kubectl.stdout.v1"
-	MediaTypeStderr     = "application/vnd.qinglong.ql3.kubectl.stderr.v1"
-	MediaTypeOctets     = "application/octet-stream"
+	MediaTypeCommandFile = "application/vnd.qinglong.ql3.command-file.v1+json"
+	MediaTypeManifest    = "application/vnd.qinglong.ql3.manifest.v1+yaml"
+	MediaTypeLockReport  = "application/vnd.qinglong.kubernetes-deployment-lock.v2+json"
+	MediaTypeStdout      = "application/vnd.qinglong.ql3.kubectl.stdout.v1"
+	MediaTypeStderr      = "application/vnd.qinglong.ql3.kubectl.stderr.v1"
+	MediaTypeOctets      = "application/octet-stream"
 )
 
 // recordMediaTypes maps each record media type to the schema its records must carry.
@@ -120,8 +121,8 @@ const (
 
 // Input records the identity of one input file as it was read (qinglong/ql3-input@v1). dev and
 // inode are decimal strings because they may exceed the ±2^53 integer range of records. Content
-// is present for the manifest and the lock report only: the kubeconfig is a credential and is bound
-// by digest alone, kubectl by digest alone, and the command file by its command record.
+// is present for the command file, the manifest and the lock report, which hold no credential:
+// the kubeconfig is a credential and is bound by digest alone, kubectl (79 MB) by digest alone.
 type Input struct {
 	Schema  string        `json:"schema"`
 	Role    string        `json:"role"`
