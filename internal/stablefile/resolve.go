@@ -1,0 +1,243 @@
+package stablefile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// Reason codes for naming and resolving a path, shared by private files and the executable.
+const (
+	// CodePathInvalid: the path is empty, relative, "/", holds a NUL byte, or is not in the one
+	// canonical spelling (no ".", "..", "//" or trailing slash).
+	CodePathInvalid refuse.Code = "INPUT_PATH_INVALID"
+	// CodeSymlink: some component of the path, the last one included, is a symbolic link.
+	CodeSymlink refuse.Code = "INPUT_SYMLINK"
+	// CodeNotFound: a component of the path does not exist or is not a directory (usage class).
+	CodeNotFound refuse.Code = "INPUT_NOT_FOUND"
+	// CodeIO: opening, stating or reading failed for another reason (usage class).
+	CodeIO refuse.Code = "INPUT_IO"
+)
+
+// Test hooks. Production code never changes them.
+var (
+	useOpenat2     = true                                            // false makes tests exercise the openat walk
+	getuid         = os.Getuid                                       // lets tests act as a non-root operator
+	hookBeforeOpen = func() {}                                       // runs between the leaf's fstatat and its open
+	openat2Missing atomic.Bool                                       // set once openat2 turns out to be unavailable
+	dirFlags       = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC // search only, no read permission needed
+)
+
+// leafFlags opens the final component: O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a FIFO
+// swapped in after the type check from blocking the open, O_NOCTTY keeps a terminal from
+// becoming ours.
+const leafFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+
+// identity is what one stat says about an inode. Two stats of an unchanged file compare equal.
+type identity struct {
+	dev, ino     uint64
+	mode         uint32 // st_mode: file type and all permission bits
+	uid          uint32
+	nlink        uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+func identityOf(st *unix.Stat_t) identity {
+	return identity{dev: uint64(st.Dev), ino: st.Ino, mode: st.Mode, uid: st.Uid, nlink: uint64(st.Nlink),
+		size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// diff names the first field in which b differs from a, or "" when they are equal.
+func (a identity) diff(b identity) string {
+	switch {
+	case a.dev != b.dev || a.ino != b.ino:
+		return fmt.Sprintf("inode %d:%d is now %d:%d", a.dev, a.ino, b.dev, b.ino)
+	case a.mode != b.mode:
+		return fmt.Sprintf("mode %07o is now %07o", a.mode, b.mode)
+	case a.uid != b.uid:
+		return fmt.Sprintf("owner uid %d is now %d", a.uid, b.uid)
+	case a.nlink != b.nlink:
+		return fmt.Sprintf("link count %d is now %d", a.nlink, b.nlink)
+	case a.size != b.size:
+		return fmt.Sprintf("size %d is now %d", a.size, b.size)
+	case a.mtime != b.mtime:
+		return "mtime changed"
+	case a.ctime != b.ctime:
+		return "ctime changed"
+	}
+	return ""
+}
+
+// checkPath accepts only an absolute path in its one canonical spelling, so that the path a
+// record names is the path that was opened.
+func checkPath(p string) error {
+	if p == "" || p[0] != '/' || p == "/" || filepath.Clean(p) != p || strings.IndexByte(p, 0) >= 0 {
+		return refuse.New(CodePathInvalid, "path %q is not absolute and canonical", p).
+			WithHint("name the file by its absolute path without '.', '..', '//' or a trailing slash")
+	}
+	return nil
+}
+
+// openParent opens the directory part of the (checked) path p without following any symlink and
+// returns the O_PATH descriptor with its fstat. The kernel enforces the no-symlink rule through
+// openat2(RESOLVE_NO_SYMLINKS); where openat2 is missing, a walk opens one component at a time.
+func openParent(p string) (int, unix.Stat_t, error) {
+	dir := filepath.Dir(p)
+	var fd int
+	var err error
+	if useOpenat2 && !openat2Missing.Load() {
+		fd, err = ignoringEINTR(func() (int, error) {
+			return unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: uint64(dirFlags),
+				Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+		})
+		// ENOSYS: kernel before 5.6; EPERM: a seccomp filter that does not know the call.
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+			openat2Missing.Store(true)
+		}
+	}
+	if !useOpenat2 || openat2Missing.Load() {
+		fd, err = walk(dir)
+	}
+	if err != nil {
+		return -1, unix.Stat_t{}, resolveErr(p, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, usage(refuse.Wrap(CodeIO, err, "stat directory of %s", p))
+	}
+	return fd, st, nil
+}
+
+// walk resolves dir from "/" one component at a time, each opened with O_NOFOLLOW relative to
+// the descriptor of its parent. A symlink component fails the open (ENOTDIR with O_PATH); fstatat
+// tells it apart from a component that is a file.
+func walk(dir string) (int, error) {
+	fd, err := ignoringEINTR(func() (int, error) { return unix.Open("/", dirFlags, 0) })
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(dir, "/")[1:] {
+		if c == "" { // dir is "/"
+			break
+		}
+		next, err := ignoringEINTR(func() (int, error) { return unix.Openat(fd, c, dirFlags|unix.O_NOFOLLOW, 0) })
+		if err != nil {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
+			unix.Close(fd)
+			return -1, err
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	return fd, nil
+}
+
+// openLeaf opens the last component of p relative to dirfd. A file that is not regular when
+// first looked at is never opened at all: opening a device can have side effects (a tape
+// rewinds). The fstat of the opened descriptor is what counts; the caller checks the rest of it.
+func openLeaf(dirfd int, p string, notRegular refuse.Code) (int, unix.Stat_t, error) {
+	base := filepath.Base(p)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, st, resolveErr(p, err)
+	}
+	if err := checkRegular(p, &st, notRegular); err != nil {
+		return -1, st, err
+	}
+	hookBeforeOpen()
+	fd, err := ignoringEINTR(func() (int, error) { return unix.Openat(dirfd, base, leafFlags, 0) })
+	if err != nil {
+		return -1, st, resolveErr(p, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, usage(refuse.Wrap(CodeIO, err, "stat %s", p))
+	}
+	if err := checkRegular(p, &st, notRegular); err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
+}
+
+func checkRegular(p string, st *unix.Stat_t, notRegular refuse.Code) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFLNK:
+		return symlinkErr(p)
+	}
+	return refuse.New(notRegular, "%s is a %s, not a regular file", p, kind(st.Mode))
+}
+
+func kind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFLNK:
+		return "symlink"
+	}
+	return "file of unknown type"
+}
+
+// resolveErr turns a failed open or stat of p into its refusal.
+func resolveErr(p string, err error) error {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return symlinkErr(p)
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return usage(refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", p))
+	}
+	return usage(refuse.Wrap(CodeIO, err, "open %s", p))
+}
+
+// symlinkErr names the first symlink component of p when it can find one. The lstat walk is a
+// diagnosis for the message only; the refusal itself came from the kernel.
+func symlinkErr(p string) error {
+	at := p
+	for i := 1; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			if fi, err := os.Lstat(p[:i]); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				at = p[:i]
+				break
+			}
+		}
+	}
+	return refuse.New(CodeSymlink, "%s has a symlink component %s", p, at).
+		WithHint("name the file by its canonical path (realpath) with no symbolic link in it")
+}
+
+// usage marks an environment failure (missing file, i/o error) as usage class: exit status 2.
+func usage(e *refuse.Error) *refuse.Error {
+	e.Class = refuse.Usage
+	return e
+}
+
+func ignoringEINTR(f func() (int, error)) (int, error) {
+	for {
+		fd, err := f()
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
