@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -207,5 +209,59 @@ func TestVerifyStrayAndHints(t *testing.T) {
 	}
 	if len(r.Hints) != 2 {
 		t.Fatalf("hints: %+v", r.Hints)
+	}
+}
+
+// TestVerifyReachability: verify lists the published roots, finds the intent that has no receipt
+// (a possibly partial apply) and the objects no root reaches.
+func TestVerifyReachability(t *testing.T) {
+	s := newStore(t)
+	out, err := s.PutBlob(evidence.MediaTypeStdout, []byte("stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdA, cmdB := evidence.FromBytes([]byte("apply command a")), evidence.FromBytes([]byte("apply command b"))
+	intent := func(cmd string) evidence.Descriptor {
+		d, _, err := s.PutRecord(evidence.MediaTypeIntent, evidence.Intent{Schema: evidence.SchemaIntent,
+			Command: out, Preflight: out, Target: evidence.FromBytes([]byte(cmd)), ClusterUID: "u",
+			Execs: []evidence.Descriptor{out}, CreatedAt: "2026-01-01T00:00:00Z"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	ia, ib := intent("a"), intent("b")
+	for _, e := range []struct {
+		kind string
+		key  digest.Digest
+		d    evidence.Descriptor
+	}{{evidence.IndexIntents, cmdA, ia}, {evidence.IndexIntents, cmdB, ib}, {evidence.IndexReceipts, cmdA, out}} {
+		if err := s.PutIndex(e.kind, e.key, e.d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan, err := s.PutBlob(evidence.MediaTypeStderr, []byte("from a refused run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Verify()
+	if err != nil || !r.OK() {
+		t.Fatalf("verify: %v %+v", err, r)
+	}
+	if len(r.Receipts) != 1 || r.Receipts[0].Key != cmdA || len(r.Intents) != 2 || len(r.Preflights) != 0 {
+		t.Fatalf("roots: receipts %+v intents %+v preflights %+v", r.Receipts, r.Intents, r.Preflights)
+	}
+	if len(r.Unfinished) != 1 || r.Unfinished[0].Key != cmdB || r.Unfinished[0].Descriptor != ib {
+		t.Fatalf("unfinished: %+v", r.Unfinished)
+	}
+	if len(r.Unreferenced) != 1 || r.Unreferenced[0] != orphan.Digest {
+		t.Fatalf("unreferenced: %v, want %s", r.Unreferenced, orphan.Digest)
+	}
+	codes := map[refuse.Code]int{}
+	for _, h := range r.Hints {
+		codes[h.Code]++
+	}
+	if codes[CodeIntentNoReceipt] != 1 || codes[CodeUnreferenced] != 1 || r.Objects != 4 {
+		t.Fatalf("hints %+v, objects %d", r.Hints, r.Objects)
 	}
 }

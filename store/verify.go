@@ -3,6 +3,7 @@ package store
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/opencontainers/go-digest"
 
@@ -26,14 +27,21 @@ type Finding struct {
 	Msg  string      `json:"message"`
 }
 
-// Report is the result of Verify: corruption findings are errors, hints are not.
+// Report is the result of Verify: corruption findings are errors, hints are not. Receipts,
+// Preflights and Intents list the ceremony roots the index names, so an operator can find every
+// published record and every unfinished apply (an intent without a receipt).
 type Report struct {
-	Objects    int       `json:"objects"`
-	Receipts   int       `json:"receipts"`
-	Preflights int       `json:"preflights"`
-	Intents    int       `json:"intents"`
-	Corruption []Finding `json:"corruption"`
-	Hints      []Finding `json:"hints"`
+	Objects    int          `json:"objects"`
+	Bytes      int64        `json:"bytes"`
+	Receipts   []IndexEntry `json:"receipts"`
+	Preflights []IndexEntry `json:"preflights"`
+	Intents    []IndexEntry `json:"intents"`
+	// Unfinished are the intents (keyed by apply command digest) that have no receipt: the apply
+	// may have mutated the cluster without publishing a receipt; rerunning it recovers.
+	Unfinished   []IndexEntry    `json:"unfinished"`
+	Unreferenced []digest.Digest `json:"unreferenced"`
+	Corruption   []Finding       `json:"corruption"`
+	Hints        []Finding       `json:"hints"`
 }
 
 // OK is true iff Verify found no corruption.
@@ -45,7 +53,8 @@ func (r *Report) bad(path string, err error) {
 
 // Verify checks every object and index entry and keeps going after a finding.
 func (s *Store) Verify() (*Report, error) {
-	r := &Report{Corruption: []Finding{}, Hints: []Finding{}}
+	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{},
+		Unfinished: []IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []Finding{}, Hints: []Finding{}}
 	good := map[digest.Digest][]byte{}
 	blobs := filepath.Join(s.root, "blobs")
 	ents, err := os.ReadDir(blobs)
@@ -75,6 +84,7 @@ func (s *Store) Verify() (*Report, error) {
 			continue
 		}
 		good[d] = b
+		r.Bytes += int64(len(b))
 	}
 	if ents, err := os.ReadDir(filepath.Join(s.root, "tmp")); err == nil {
 		for _, e := range ents {
@@ -117,7 +127,6 @@ func (s *Store) Verify() (*Report, error) {
 		}
 	}
 	receipts := map[digest.Digest]bool{}
-	var intents []IndexEntry
 	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights} {
 		es, err := s.ListIndex(kind)
 		if err != nil {
@@ -128,25 +137,31 @@ func (s *Store) Verify() (*Report, error) {
 			walk(e.Descriptor, "index/"+kind+"/"+e.Key.Encoded())
 			switch kind {
 			case evidence.IndexReceipts:
-				r.Receipts++
+				r.Receipts = append(r.Receipts, e)
 				receipts[e.Key] = true
 			case evidence.IndexIntents:
-				r.Intents++
-				intents = append(intents, e)
+				r.Intents = append(r.Intents, e)
 			default:
-				r.Preflights++
+				r.Preflights = append(r.Preflights, e)
 			}
 		}
 	}
-	for _, e := range intents {
+	for _, e := range r.Intents {
 		if !receipts[e.Key] {
-			r.Hints = append(r.Hints, Finding{Code: CodeIntentNoReceipt, Path: "index/intents/" + e.Key.Encoded(), Msg: "apply intent without receipt"})
+			r.Unfinished = append(r.Unfinished, e)
+			r.Hints = append(r.Hints, Finding{Code: CodeIntentNoReceipt, Path: "index/intents/" + e.Key.Encoded(),
+				Msg: "apply intent without receipt: the cluster may be partially applied; rerun the apply command to recover"})
 		}
 	}
 	for d := range good {
 		if !reached[d] {
-			r.Hints = append(r.Hints, Finding{Code: CodeUnreferenced, Path: "blobs/sha256/" + d.Encoded(), Msg: "unreferenced object"})
+			r.Unreferenced = append(r.Unreferenced, d)
 		}
+	}
+	slices.Sort(r.Unreferenced)
+	for _, d := range r.Unreferenced {
+		r.Hints = append(r.Hints, Finding{Code: CodeUnreferenced, Path: "blobs/sha256/" + d.Encoded(),
+			Msg: "unreferenced object: no published record reaches it (evidence of a refused or interrupted run)"})
 	}
 	return r, nil
 }

@@ -143,14 +143,7 @@ func init() {
 					return err
 				}
 				if o.Output != "json" {
-					w := cmd.OutOrStdout()
-					fmt.Fprintf(w, "objects %d, receipts %d, preflights %d, intents %d\n", r.Objects, r.Receipts, r.Preflights, r.Intents)
-					for _, f := range r.Corruption {
-						fmt.Fprintf(w, "corrupt: %s: %s\n", f.Code, f.Path)
-					}
-					for _, f := range r.Hints {
-						fmt.Fprintf(w, "hint: %s: %s\n", f.Code, f.Path)
-					}
+					printVerify(cmd.OutOrStdout(), r)
 				}
 				if !r.OK() {
 					return refuse.New(CodeVerifyCorrupt, "store has %d corruption findings", len(r.Corruption))
@@ -163,4 +156,26 @@ func init() {
 		})
 		return c
 	})
+}
+
+// printVerify prints the verify report for people: totals, the published roots, the unfinished
+// applies, then every finding.
+func printVerify(w io.Writer, r *store.Report) {
+	fmt.Fprintf(w, "objects %d (%d bytes), receipts %d, preflights %d, intents %d, unfinished %d, unreferenced %d\n",
+		r.Objects, r.Bytes, len(r.Receipts), len(r.Preflights), len(r.Intents), len(r.Unfinished), len(r.Unreferenced))
+	for _, e := range r.Receipts {
+		fmt.Fprintf(w, "receipt %s (apply command %s)\n", e.Descriptor.Digest, e.Key)
+	}
+	for _, e := range r.Preflights {
+		fmt.Fprintf(w, "preflight %s\n", e.Descriptor.Digest)
+	}
+	for _, e := range r.Unfinished {
+		fmt.Fprintf(w, "unfinished: intent %s of apply command %s has no receipt; rerun that apply command to recover\n", e.Descriptor.Digest, e.Key)
+	}
+	for _, f := range r.Corruption {
+		fmt.Fprintf(w, "corrupt: %s: %s: %s\n", f.Code, f.Path, f.Msg)
+	}
+	for _, f := range r.Hints {
+		fmt.Fprintf(w, "hint: %s: %s\n", f.Code, f.Path)
+	}
 }
