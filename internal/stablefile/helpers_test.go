@@ -3,7 +3,9 @@ package stablefile
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -96,3 +98,8 @@ func asUID(t testing.TB, uid int) {
 	getuid = func() int { return uid }
 	t.Cleanup(func() { getuid = old })
 }
+
+func formatUint(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// time0 is a timestamp no test file has by accident.
+var time0 = time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
