@@ -1,0 +1,146 @@
+package kubectl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
+)
+
+// open holds the executable at path for the test's lifetime.
+func open(t testing.TB, path string, d digest.Digest) *stablefile.Executable {
+	t.Helper()
+	exe, err := stablefile.OpenExecutable(path, d)
+	if err != nil {
+		t.Fatalf("open executable %s: %v", path, err)
+	}
+	t.Cleanup(func() { _ = exe.Close() })
+	return exe
+}
+
+// realRunner is a Runner over the real kubectl of the test cluster.
+func realRunner(t testing.TB) *Runner {
+	t.Helper()
+	return &Runner{Exe: open(t, cluster.KubectlPath, cluster.KubectlDigest), Kubeconfig: cluster.KubeconfigBytes(),
+		Context: cluster.Context, Timeout: time.Minute, MaxOutput: 4 << 20}
+}
+
+// runDir is the per-run directory a Result names (HOME=, the first entry of its fixed env).
+func runDir(t testing.TB, res *Result) string {
+	t.Helper()
+	if res == nil || len(res.Env) == 0 || !strings.HasPrefix(res.Env[0], "HOME=") {
+		t.Fatalf("result does not name its run directory: %+v", res)
+	}
+	return strings.TrimPrefix(res.Env[0], "HOME=")
+}
+
+// checkResult asserts what every Result must satisfy, whatever the step's outcome: the recorded
+// invocation passes the auditor's check with the runner's context, argv[0] is the held
+// descriptor, the run directory is gone, the streams are within the ceiling, and err (if any)
+// carries a code and none of the kubeconfig's secrets nor the output's bytes.
+func checkResult(t testing.TB, r *Runner, res *Result, err error) {
+	t.Helper()
+	if err := CheckInvocation(res.Step, r.Context, res.Argv, res.Env); err != nil {
+		t.Errorf("recorded invocation fails CheckInvocation: %v", err)
+	}
+	if res.Argv[0] != r.Exe.ExecPath() {
+		t.Errorf("argv[0] %q, want the held descriptor %q", res.Argv[0], r.Exe.ExecPath())
+	}
+	if _, serr := os.Lstat(runDir(t, res)); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("run directory %s still exists: %v", runDir(t, res), serr)
+	}
+	if len(res.Stdout) > r.MaxOutput || len(res.Stderr) > r.MaxOutput || res.Stdout == nil || res.Stderr == nil {
+		t.Errorf("streams of %d and %d bytes (nil: %v %v), ceiling %d", len(res.Stdout), len(res.Stderr),
+			res.Stdout == nil, res.Stderr == nil, r.MaxOutput)
+	}
+	if res.StartedAt.IsZero() || res.FinishedAt.Before(res.StartedAt) {
+		t.Errorf("timing %v .. %v", res.StartedAt, res.FinishedAt)
+	}
+	checkMessage(t, err, res)
+}
+
+// checkMessage asserts that a refusal has a code and leaks no secret and no output.
+func checkMessage(t testing.TB, err error, res *Result) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if refuse.CodeOf(err) == "" {
+		t.Errorf("error without a reason code: %v", err)
+	}
+	msg := err.Error()
+	if r, ok := refuse.As(err); ok {
+		msg += "\n" + r.Hint
+	}
+	for _, s := range append(cluster.Secrets(), cluster.KubeconfigBytes()) {
+		if bytes.Contains([]byte(msg), s) {
+			t.Errorf("message contains kubeconfig secret material: %q", msg)
+		}
+	}
+	if res == nil {
+		return
+	}
+	for _, out := range [][]byte{res.Stdout, res.Stderr} {
+		if line, _, _ := bytes.Cut(bytes.TrimSpace(out), []byte("\n")); len(line) >= 8 && strings.Contains(msg, string(line)) {
+			t.Errorf("message contains kubectl output %q: %q", line, msg)
+		}
+	}
+}
+
+func wantCode(t testing.TB, err error, code refuse.Code) {
+	t.Helper()
+	if got := refuse.CodeOf(err); got != code {
+		t.Fatalf("code %q, want %q (err: %v)", got, code, err)
+	}
+}
+
+// namespaceUID decodes an identity read's stdout.
+func namespaceUID(t testing.TB, stdout []byte) string {
+	t.Helper()
+	var ns struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name          string            `json:"name"`
+			UID           string            `json:"uid"`
+			ManagedFields []json.RawMessage `json:"managedFields"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(stdout, &ns); err != nil {
+		t.Fatalf("identity stdout is not JSON (%d bytes): %v", len(stdout), err)
+	}
+	if ns.Kind != "Namespace" || ns.Metadata.Name != "kube-system" || ns.Metadata.ManagedFields != nil {
+		t.Fatalf("identity stdout is %s %s with %d managedFields entries, want Namespace kube-system without",
+			ns.Kind, ns.Metadata.Name, len(ns.Metadata.ManagedFields))
+	}
+	return ns.Metadata.UID
+}
+
+// configMap is a small manifest in namespace ns.
+func configMap(ns, name, value string) []byte {
+	return []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\ndata:\n  key: " + value + "\n")
+}
+
+// liveManagers returns "manager/operation;" for each managedFields entry of a live ConfigMap, or
+// "" and false when it does not exist.
+func liveManagers(t testing.TB, ns, name string) (string, bool) {
+	t.Helper()
+	out, se, err := cluster.Kubectl(context.Background(), nil, "get", "-n", ns, "configmap", name, "--show-managed-fields",
+		"-o=jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation};{end}")
+	if err != nil {
+		if bytes.Contains(se, []byte("NotFound")) {
+			return "", false
+		}
+		t.Fatalf("get configmap %s/%s: %v %s", ns, name, err, se)
+	}
+	return string(out), true
+}
