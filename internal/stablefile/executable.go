@@ -58,16 +58,16 @@ func OpenExecutable(path string, pinned digest.Digest) (*Executable, error) {
 		return nil, err
 	}
 	if err := checkPath(path); err != nil {
-		return nil, err
+		return nil, labeled(evidence.RoleKubectl, err)
 	}
 	dirfd, _, err := openParent(path)
 	if err != nil {
-		return nil, err
+		return nil, labeled(evidence.RoleKubectl, err)
 	}
 	defer unix.Close(dirfd)
 	fd, st, err := openLeaf(dirfd, path, CodeExecNotRegular)
 	if err != nil {
-		return nil, err
+		return nil, labeled(evidence.RoleKubectl, err)
 	}
 	if err := checkExecutable(path, &st); err != nil {
 		unix.Close(fd)
@@ -126,7 +126,7 @@ func (e *Executable) hash() (digest.Digest, error) {
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, io.NewSectionReader(e.f, 0, math.MaxInt64), make([]byte, hashBuffer))
 	if err != nil {
-		return "", usage(refuse.Wrap(CodeIO, err, "read kubectl %s", e.path))
+		return "", usage(refuse.Wrap(CodeIO, err, "kubectl %s cannot be read", e.path))
 	}
 	st, err := e.fstat()
 	if err != nil {

@@ -3,6 +3,7 @@ package stablefile
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -384,5 +385,25 @@ func TestFileInput(t *testing.T) {
 	}
 	if f.Input(nil).Content != nil {
 		t.Fatal("Input(nil) has content")
+	}
+}
+
+// TestReadCeilingEdges reads at the extremes of the ceiling: exactly at it, and with the largest
+// ceiling there is (whose ceiling+1 overflows).
+func TestReadCeilingEdges(t *testing.T) {
+	for _, c := range []struct {
+		size    int   // file size
+		ceiling int64 // the ceiling Read gets
+		code    refuse.Code
+	}{{0, 0, ""}, {1, 0, CodeTooLarge}, {5, 5, ""}, {6, 5, CodeTooLarge}, {5, math.MaxInt64, ""}} {
+		p := privateFile(t, bytes.Repeat([]byte{'a'}, c.size))
+		f, err := Read(p, evidence.RoleCommandFile, c.ceiling)
+		wantCode(t, err, c.code)
+		if err == nil && len(f.Bytes) != c.size {
+			t.Fatalf("size %d ceiling %d: read %d bytes", c.size, c.ceiling, len(f.Bytes))
+		}
+	}
+	if _, err := Read(privateFile(t, nil), evidence.RoleCommandFile, -1); err == nil {
+		t.Fatal("negative ceiling accepted")
 	}
 }

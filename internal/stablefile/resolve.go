@@ -112,7 +112,7 @@ func openParent(p string) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, st, usage(refuse.Wrap(CodeIO, err, "stat directory of %s", p))
+		return -1, st, usage(refuse.Wrap(CodeIO, err, "%s: its directory cannot be stated", p))
 	}
 	return fd, st, nil
 }
@@ -163,7 +163,7 @@ func openLeaf(dirfd int, p string, notRegular refuse.Code) (int, unix.Stat_t, er
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, st, usage(refuse.Wrap(CodeIO, err, "stat %s", p))
+		return -1, st, usage(refuse.Wrap(CodeIO, err, "%s cannot be stated", p))
 	}
 	if err := checkRegular(p, &st, notRegular); err != nil {
 		unix.Close(fd)
@@ -208,7 +208,7 @@ func resolveErr(p string, err error) error {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return usage(refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", p))
 	}
-	return usage(refuse.Wrap(CodeIO, err, "open %s", p))
+	return usage(refuse.Wrap(CodeIO, err, "%s cannot be opened", p))
 }
 
 // symlinkErr names the first symlink component of p when it can find one. The lstat walk is a
@@ -225,6 +225,15 @@ func symlinkErr(p string) error {
 	}
 	return refuse.New(CodeSymlink, "%s has a symlink component %s", p, at).
 		WithHint("name the file by its canonical path (realpath) with no symbolic link in it")
+}
+
+// labeled puts the input's role in front of a refusal's message, which starts with the path.
+func labeled(role string, err error) error {
+	var r *refuse.Error
+	if errors.As(err, &r) {
+		r.Msg = role + " " + r.Msg
+	}
+	return err
 }
 
 // usage marks an environment failure (missing file, i/o error) as usage class: exit status 2.

@@ -120,11 +120,11 @@ func stamp(ts unix.Timespec) string {
 
 func readPrivate(path, role string, ceiling int64) (*snapshot, error) {
 	if err := checkPath(path); err != nil {
-		return nil, err
+		return nil, labeled(role, err)
 	}
 	dirfd, dirSt, err := openParent(path)
 	if err != nil {
-		return nil, err
+		return nil, labeled(role, err)
 	}
 	defer unix.Close(dirfd)
 	if err := checkPrivate(role, path, "directory", &dirSt, privateDirMode); err != nil {
@@ -132,7 +132,7 @@ func readPrivate(path, role string, ceiling int64) (*snapshot, error) {
 	}
 	fd, st, err := openLeaf(dirfd, path, CodeNotRegular)
 	if err != nil {
-		return nil, err
+		return nil, labeled(role, err)
 	}
 	defer unix.Close(fd)
 	if st.Nlink != 1 {
@@ -148,14 +148,14 @@ func readPrivate(path, role string, ceiling int64) (*snapshot, error) {
 	hookAfterStat()
 	b, err := readAll(fd, st.Size, ceiling)
 	if err != nil {
-		return nil, usage(refuse.Wrap(CodeIO, err, "read %s %s", role, path))
+		return nil, usage(refuse.Wrap(CodeIO, err, "%s %s cannot be read", role, path))
 	}
 	if int64(len(b)) > ceiling {
 		return nil, refuse.New(CodeTooLarge, "%s %s grew past the ceiling of %d bytes while it was read", role, path, ceiling)
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil {
-		return nil, usage(refuse.Wrap(CodeIO, err, "stat %s %s", role, path))
+		return nil, usage(refuse.Wrap(CodeIO, err, "%s %s cannot be stated", role, path))
 	}
 	id := identityOf(&st)
 	if d := id.diff(identityOf(&after)); d != "" {
@@ -186,6 +186,9 @@ func checkPrivate(role, path, what string, st *unix.Stat_t, mode uint32) error {
 // one byte past the ceiling is enough to refuse, and no more is ever buffered.
 func readAll(fd int, size, ceiling int64) ([]byte, error) {
 	limit := ceiling + 1
+	if limit < 0 { // ceiling is math.MaxInt64
+		limit = ceiling
+	}
 	// size+1 leaves room to see the end of file in the first pass.
 	b := make([]byte, 0, min(size, ceiling)+1)
 	for int64(len(b)) < limit {
