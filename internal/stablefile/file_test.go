@@ -309,3 +309,27 @@ func TestReadCeilingEdges(t *testing.T) {
 		t.Fatal("negative ceiling accepted")
 	}
 }
+
+// TestOpenat2Missing makes openat2 fail as a kernel before 5.6 (ENOSYS) or a seccomp filter
+// (EPERM) would: Read must fall back to the walk, keep refusing symlinks, and remember the
+// fallback.
+func TestOpenat2Missing(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.ENOSYS, unix.EPERM} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			calls := 0
+			old := openat2
+			openat2 = func(int, string, *unix.OpenHow) (int, error) { calls++; return -1, errno }
+			t.Cleanup(func() { openat2 = old; openat2Missing.Store(false) })
+			p := privateFile(t, []byte("x"))
+			_, err := Read(p, evidence.RoleKubeconfig, testCeiling)
+			must(t, err)
+			d := filepath.Dir(p)
+			must(t, os.Symlink(d, d+".link"))
+			_, err = Read(d+".link/input", evidence.RoleKubeconfig, testCeiling)
+			wantCode(t, err, CodeSymlink)
+			if calls != 1 || !openat2Missing.Load() {
+				t.Fatalf("openat2 called %d times, missing %v: the fallback is not remembered", calls, openat2Missing.Load())
+			}
+		})
+	}
+}

@@ -25,6 +25,9 @@ func resolvers(t *testing.T, f func(t *testing.T)) {
 			useOpenat2 = r.openat2
 			t.Cleanup(func() { useOpenat2 = old })
 			f(t)
+			if r.openat2 && openat2Missing.Load() {
+				t.Log("openat2 is unavailable here: the walk ran in its place")
+			}
 		})
 	}
 }

@@ -28,12 +28,17 @@ const (
 
 // Test hooks. Production code never changes them.
 var (
-	useOpenat2     = true                                            // false makes tests exercise the openat walk
-	getuid         = os.Getuid                                       // lets tests act as a non-root operator
-	hookBeforeOpen = func() {}                                       // runs between the leaf's fstatat and its open
-	openat2Missing atomic.Bool                                       // set once openat2 turns out to be unavailable
-	dirFlags       = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC // search only, no read permission needed
+	useOpenat2     = true         // false makes tests exercise the openat walk
+	openat2        = unix.Openat2 // tests make it fail as an old kernel would
+	getuid         = os.Getuid    // lets tests act as a non-root operator
+	hookBeforeOpen = func() {}    // runs between the leaf's fstatat and its open
 )
+
+// openat2Missing is set once openat2 turns out to be unavailable, so the walk is used from then on.
+var openat2Missing atomic.Bool
+
+// dirFlags opens a directory for lookups only: O_PATH needs search permission, not read.
+const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
 
 // leafFlags opens the final component: O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a FIFO
 // swapped in after the type check from blocking the open, O_NOCTTY keeps a terminal from
@@ -95,7 +100,7 @@ func openParent(p string) (int, unix.Stat_t, error) {
 	var err error
 	if useOpenat2 && !openat2Missing.Load() {
 		fd, err = ignoringEINTR(func() (int, error) {
-			return unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: uint64(dirFlags),
+			return openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: uint64(dirFlags),
 				Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
 		})
 		// ENOSYS: kernel before 5.6; EPERM: a seccomp filter that does not know the call.
