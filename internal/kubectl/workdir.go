@@ -18,8 +18,12 @@ const (
 	CodeCleanup refuse.Code = "KUBECTL_CLEANUP_FAILED"
 )
 
-// tempRoot is where per-run directories are made; "" is os.TempDir(). Overridden by tests.
-var tempRoot = ""
+// Test hooks: tempRoot is where per-run directories are made ("" is os.TempDir()); removeAll
+// removes one.
+var (
+	tempRoot  = ""
+	removeAll = os.RemoveAll
+)
 
 // makeWorkdir creates the private per-run directory with its kubeconfig copy and the three
 // subdirectories kubectl may write to. On error nothing is left behind.
@@ -37,7 +41,9 @@ func makeWorkdir(kubeconfig []byte) (dir string, err error) {
 	}
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(dir)
+			if cerr := removeWorkdir(dir); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
 		}
 	}()
 	// A umask can only have removed bits; the mode must be exactly 0700, whatever it is.
@@ -101,7 +107,7 @@ func writeKubeconfig(path string, b []byte) error {
 // removeWorkdir removes the per-run directory and confirms that it is gone. kubectl could have
 // left a subdirectory without write permission; such modes are repaired and the removal retried.
 func removeWorkdir(dir string) error {
-	err := os.RemoveAll(dir)
+	err := removeAll(dir)
 	if err != nil {
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, werr error) error {
 			if werr == nil && d.IsDir() {
@@ -109,7 +115,7 @@ func removeWorkdir(dir string) error {
 			}
 			return nil
 		})
-		err = os.RemoveAll(dir)
+		err = removeAll(dir)
 	}
 	if err == nil {
 		if _, serr := os.Lstat(dir); !errors.Is(serr, fs.ErrNotExist) {
