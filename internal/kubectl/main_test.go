@@ -1,6 +1,7 @@
 package kubectl
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -13,6 +14,12 @@ var cluster *testcluster.Cluster
 // TestMain starts one real cluster and points every run directory at a private root, so that the
 // end of the suite can prove no run left its directory (and its kubeconfig copy) behind.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// A fuzz worker process runs only the fuzz target, which needs no cluster; the coordinating
+	// process (which also runs the tests) starts one as usual.
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	root, err := os.MkdirTemp("", "ql3-kubectl-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)

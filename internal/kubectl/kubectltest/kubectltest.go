@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -49,6 +50,10 @@ func BuildStandIn(t testing.TB, mode, realKubectl string) (string, digest.Digest
 	}
 	if mode == ModeLostResponse && !filepath.IsAbs(realKubectl) {
 		t.Fatalf("kubectltest: mode %s needs the absolute path of the real kubectl", mode)
+	}
+	// -ldflags splits on spaces and honours quotes: such a path would be cut.
+	if strings.ContainsAny(realKubectl, " \t\n'\"") {
+		t.Fatalf("kubectltest: the real kubectl path %q cannot be passed through -ldflags", realKubectl)
 	}
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o700); err != nil {
