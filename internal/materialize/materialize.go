@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/opencontainers/go-digest"
 
@@ -36,11 +37,13 @@ type Report struct {
 	ReportDigest digest.Digest  `json:"reportDigest,omitempty"` // empty while the digest is computed
 }
 
+// ReportRelease is the report's release member.
 type ReportRelease struct {
 	Product string `json:"product"`
 	Version string `json:"version"`
 }
 
+// ReportCatalog is the report's catalog member: the catalog's identity and digests.
 type ReportCatalog struct {
 	Workflow   string        `json:"workflow"`
 	Ref        string        `json:"ref"`
@@ -49,6 +52,7 @@ type ReportCatalog struct {
 	ReleaseSet digest.Digest `json:"releaseSet"`
 }
 
+// ReportManifest is the report's manifest member, over the exact bytes of locked.yaml.
 type ReportManifest struct {
 	Digest           digest.Digest `json:"digest"`
 	Bytes            int64         `json:"bytes"`
@@ -92,10 +96,10 @@ func Materialize(catalog, unlocked []byte) (*Result, error) {
 		Schema:      ReportSchema,
 		Release:     ReportRelease{Product: Product, Version: c.Version},
 		Catalog:     ReportCatalog{Workflow: c.Workflow, Ref: c.Ref, Commit: c.Commit, Digest: c.Digest, ReleaseSet: releaseSet},
-		Roles:       Roles,
+		Roles:       slices.Clone(Roles),
 		Images:      c.Images,
 		Manifest:    ReportManifest{Digest: evidence.FromBytes(manifest), Bytes: int64(len(manifest)), Resources: len(objs), ImageAuthorities: n},
-		Annotations: Annotations,
+		Annotations: slices.Clone(Annotations),
 	}
 	unsigned, err := jcs(r)
 	if err != nil {

@@ -1,8 +1,10 @@
 package materialize
 
 import (
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/qinglong/ql3/internal/refuse"
@@ -126,8 +128,8 @@ func findAuthority(o *object) (*authority, error) {
 		if ann, ok = v.(map[string]any); !ok {
 			return nil, refuse.New(CodeWorkloadShape, "%s %s metadata.annotations is not an object", o.kind, o.name)
 		}
-		for k, v := range ann {
-			if _, ok := v.(string); !ok {
+		for _, k := range slices.Sorted(maps.Keys(ann)) {
+			if _, ok := ann[k].(string); !ok {
 				return nil, refuse.New(CodeWorkloadShape, "%s %s annotation %q is not a string", o.kind, o.name, k)
 			}
 		}
