@@ -1,0 +1,101 @@
+package kubectl
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/kubectl/kubectltest"
+)
+
+// BenchmarkIdentityRead is one identity read through the Runner: private directory, kubeconfig
+// copy, exec through the held descriptor, concurrent drain, group handling, removal.
+func BenchmarkIdentityRead(b *testing.B) {
+	r := realRunner(b)
+	for b.Loop() {
+		res, err := r.Run(context.Background(), evidence.StepIdentity, nil)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("identity read: %v", err)
+		}
+	}
+}
+
+// BenchmarkIdentityReadDirect is the same kubectl command run directly with os/exec, reusing one
+// directory and kubeconfig file: the difference to BenchmarkIdentityRead is the Runner's own cost.
+func BenchmarkIdentityReadDirect(b *testing.B) {
+	dir := b.TempDir()
+	for _, sub := range []string{"cache", "config", "tmp"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), cluster.KubeconfigBytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	argv, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
+	for b.Loop() {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env, cmd.Dir = environ(dir), dir
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil || out.Len() == 0 {
+			b.Fatalf("identity read: %v", err)
+		}
+	}
+}
+
+// BenchmarkIdentityReadDirectFresh runs the command directly too, but like the Runner with a fresh
+// directory and kubeconfig copy each time, so kubectl starts with an empty discovery cache.
+func BenchmarkIdentityReadDirectFresh(b *testing.B) {
+	root := b.TempDir()
+	for b.Loop() {
+		dir, err := os.MkdirTemp(root, "run-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), cluster.KubeconfigBytes(), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		argv, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env, cmd.Dir = environ(dir), dir
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil || out.Len() == 0 {
+			b.Fatalf("identity read: %v", err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRunnerOverheadStandIn isolates the Runner's own cost with a program that does almost
+// nothing (the partial stand-in: 137 bytes of stdout, exit 1), against os/exec of the same file.
+func BenchmarkRunnerOverheadStandIn(b *testing.B) {
+	r := standInRunner(b, kubectltest.ModePartial, time.Minute, 4<<20)
+	path := r.Exe.Input().Path
+	b.Run("runner", func(b *testing.B) {
+		for b.Loop() {
+			if res, err := r.Run(context.Background(), evidence.StepIdentity, nil); err != nil || res.ExitCode != 1 {
+				b.Fatalf("run: %v", err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command(path)
+			cmd.Env = []string{}
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			if err := cmd.Run(); err == nil || out.Len() == 0 {
+				b.Fatalf("run: %v", err)
+			}
+		}
+	})
+}
