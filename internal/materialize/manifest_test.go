@@ -119,6 +119,9 @@ func TestMaterializeRefusals(t *testing.T) {
 		{"stray in a key", edited(t, "  QL_LOG_LEVEL: info", "  ghcr.io/qinglong/x: info"), CodeStrayReference},
 		{"stray in a workload env", edited(t, "              value: api\n", "              value: ghcr.io/qinglong/qinglong-api\n"), CodeStrayReference},
 		{"stray in a workload label", edited(t, apiRole, apiRole+"    note: pulled from ghcr.io/qinglong/qinglong-api\n"), CodeStrayReference},
+		{"value the writer leaves plain: =", edited(t, "  QL_LOG_LEVEL: info", "  QL_LOG_LEVEL: \"=\""), CodeAmbiguousString},
+		{"value the writer leaves plain: <<", edited(t, "  QL_LOG_LEVEL: info", "  QL_LOG_LEVEL: '<<'"), CodeAmbiguousString},
+		{"key the writer leaves plain: =", edited(t, "  QL_LOG_LEVEL: info", "  \"=\": info"), CodeAmbiguousString},
 		{"long key the writer cannot round-trip", edited(t, "  QL_LOG_LEVEL: info", "  "+strings.Repeat("k", 200)+": info"), CodeOutputCheck},
 	}
 	catalog := readRelease(t, "catalog.json")

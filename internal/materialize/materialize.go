@@ -85,6 +85,11 @@ func Materialize(catalog, unlocked []byte) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, o := range objs {
+		if err := checkStrings(o); err != nil {
+			return nil, err
+		}
+	}
 	manifest, err := render(objs)
 	if err != nil {
 		return nil, err
