@@ -97,7 +97,7 @@ func TestStringsRoundTrip(t *testing.T) {
 	values := []string{
 		long, long + ": colon # hash &amp *star !bang", "- " + long, "* " + long, "line1\nline2\n", "  indented\nlines",
 		"\ttab", "yes", "0777", "1e3", "~", "null", "'quoted'", `"dq"`, strings.Repeat("x", 500), "trailing \n\n",
-		"a\n  &b\n*c\n", "12:30", "0o17", "2024-01-01", "3.4.1", "1.2.3.4e5", "10.96.0.1", strings.Repeat("long-token-", 30) + " &x " + strings.Repeat("y", 90) + " *z",
+		"a\n  &b\n*c\n", "ghcr.io/qinglongx/other", "ghcr.io/qinglong-fork", "docs.example/ghcr.io", "ghcr.io/qinglong_2", "12:30", "0o17", "2024-01-01", "3.4.1", "1.2.3.4e5", "10.96.0.1", strings.Repeat("long-token-", 30) + " &x " + strings.Repeat("y", 90) + " *z",
 	}
 	for _, v := range values {
 		r, err := materializeValue(t, v)

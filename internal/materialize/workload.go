@@ -64,7 +64,11 @@ var containerFields = []string{"containers", "initContainers", "ephemeralContain
 // unlockedImageRE is an undigested image of the qinglong organisation, with an optional tag.
 var unlockedImageRE = regexp.MustCompile(`^(ghcr\.io/qinglong/[a-z0-9]+(?:[._-][a-z0-9]+)*)(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`)
 
-const strayNeedle = "ghcr.io/qinglong/"
+// strayRE finds a mention of the image authority: ghcr.io (any letter case, an optional trailing
+// dot and :port) followed by /qinglong that does not go on as a longer name.
+var strayRE = regexp.MustCompile(`(?i)ghcr\.io\.?(?::[0-9]*)?/qinglong(?:[^a-z0-9._-]|$)`)
+
+const strayNeedle = "ghcr.io/qinglong"
 
 // authority is a workload found in the unlocked manifest, ready to be pinned.
 type authority struct {
@@ -72,6 +76,7 @@ type authority struct {
 	role        string
 	annotations map[string]any
 	containers  []map[string]any
+	podSpec     []string
 }
 
 // lockObjects pins every workload of objs from c and stamps the release annotations, in place.
@@ -80,6 +85,13 @@ func lockObjects(objs []*object, c *Catalog, releaseSet string) (int, error) {
 	for _, o := range objs {
 		a, err := findAuthority(o)
 		if err != nil {
+			return 0, err
+		}
+		var podSpec []string
+		if a != nil {
+			podSpec = a.podSpec
+		}
+		if err := checkStructure(o, podSpec); err != nil {
 			return 0, err
 		}
 		var exempt map[uintptr]bool
@@ -159,7 +171,8 @@ func findAuthority(o *object) (*authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &authority{obj: o}
+	a := &authority{obj: o, podSpec: wk.podSpec}
+	names := map[string]bool{}
 	for _, field := range containerFields {
 		v, ok := spec[field]
 		if !ok {
@@ -176,6 +189,10 @@ func findAuthority(o *object) (*authority, error) {
 			if !ok || !ok1 || !ok2 || name == "" {
 				return nil, refuse.New(CodeWorkloadShape, "%s %s %s[%d] is not a container with a string name and image", o.kind, o.name, field, i)
 			}
+			if names[name] {
+				return nil, refuse.New(CodeWorkloadShape, "%s %s has two containers named %q", o.kind, o.name, name)
+			}
+			names[name] = true
 			a.containers = append(a.containers, ctr)
 		}
 	}
@@ -256,12 +273,12 @@ func checkImage(image string, img Image, o *object) error {
 	return nil
 }
 
-// stray reports whether v holds strayNeedle, in any letter case, in a key or a string other than
+// stray reports whether v mentions the image authority in a key or a string other than
 // the image of a container in exempt.
 func stray(v any, exempt map[uintptr]bool) bool {
 	switch x := v.(type) {
 	case string:
-		return strings.Contains(strings.ToLower(x), strayNeedle)
+		return strayRE.MatchString(x)
 	case []any:
 		for _, e := range x {
 			if stray(e, exempt) {
@@ -271,7 +288,7 @@ func stray(v any, exempt map[uintptr]bool) bool {
 	case map[string]any:
 		isCtr := exempt[reflect.ValueOf(x).Pointer()]
 		for k, e := range x {
-			if strings.Contains(strings.ToLower(k), strayNeedle) || !(isCtr && k == "image") && stray(e, exempt) {
+			if strayRE.MatchString(k) || !(isCtr && k == "image") && stray(e, exempt) {
 				return true
 			}
 		}
