@@ -57,6 +57,9 @@ func parseManifest(b []byte) ([]*object, error) {
 		if err := scanSubset(chunk, n); err != nil {
 			return nil, err
 		}
+		if err := checkNodes(chunk, n); err != nil {
+			return nil, err
+		}
 		fields, err := decodeDocument(chunk, n)
 		if err != nil {
 			return nil, err

@@ -76,5 +76,44 @@ func TestScanSubset(t *testing.T) {
 		if got := refuse.CodeOf(err); got != v.code {
 			t.Errorf("%q: got %q (%v), want %q", v.doc, got, err, v.code)
 		}
+		// What the scanner accepts is valid YAML without anchors, tags or merge keys for the
+		// node check too (the two agree where both can tell).
+		if err := checkNodes([]byte(v.doc), 0); v.code == "" && err != nil {
+			t.Errorf("%q: accepted by the scanner, refused by the node check: %v", v.doc, err)
+		}
+	}
+}
+
+// TestCheckNodes pins the goyaml.v3 node check: it refuses anchors, aliases, tags and merge keys
+// on its own, and a chunk it would read as two documents.
+func TestCheckNodes(t *testing.T) {
+	vectors := []struct {
+		doc  string      // one document
+		code refuse.Code // "" when accepted
+	}{
+		{"a: b\n", ""},
+		{"", ""},
+		{"# only a comment\n", ""},
+		{"---\na: b\n", ""},
+		{"a: |\n  &x *y !z\n", ""},
+		{"a: 'x &y'\n", ""},
+		{"a: &x b\n", CodeManifestAnchor},
+		{"a: &x b\nc: *x\n", CodeManifestAnchor},
+		{"- &a\n  b: c\n", CodeManifestAnchor},
+		{"a: !!str b\n", CodeManifestTag},
+		{"a: !local b\n", CodeManifestTag},
+		{"!!map {a: b}\n", CodeManifestTag},
+		{"<<: {a: b}\n", CodeManifestMergeKey},
+		{"\"<<\": b\n", CodeManifestMergeKey},
+		{"a: {<<: {b: c}}\n", CodeManifestMergeKey},
+		{"a: b\n---\nc: d\n", CodeManifestSyntax},
+		{"a: b\n...\nc: d\n", CodeManifestSyntax},
+		{"a: [b\n", CodeManifestSyntax},
+		{"a: *undefined\n", CodeManifestSyntax},
+	}
+	for _, v := range vectors {
+		if got := refuse.CodeOf(checkNodes([]byte(v.doc), 0)); got != v.code {
+			t.Errorf("%q: got %q, want %q", v.doc, got, v.code)
+		}
 	}
 }
