@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +62,24 @@ func (s *stream) drain(max int, overflow func()) {
 	}
 }
 
+// aboveFD returns f, or a duplicate of it numbered above held (closing f). In the forked child the
+// Go runtime dup3s its exec status pipe (and any stdio descriptor below 3) to the first number
+// above the child's highest descriptor; were that number the held kubectl descriptor, execve of
+// /proc/self/fd/<held> would find a pipe there and fail. With every child descriptor above held,
+// no such dup can land on it.
+func aboveFD(f *os.File, held int) (*os.File, error) {
+	if int(f.Fd()) > held {
+		return f, nil
+	}
+	nfd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, held+1)
+	if err != nil {
+		return nil, err
+	}
+	g := os.NewFile(uintptr(nfd), f.Name())
+	_ = f.Close()
+	return g, nil
+}
+
 // waitExited blocks until pid has exited without reaping it: the zombie keeps the pid, and so the
 // process group id, from being reused while the group is still signalled.
 func waitExited(pid int) error {
@@ -92,6 +112,15 @@ func (r *Runner) supervise(ctx context.Context, res *Result, dir string, stdin [
 	errR, errW, err3 := pipe()
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, refuse.Wrap(CodeExecFailed, err, "step %s: create pipes", res.Step)
+	}
+	held, _ := strconv.Atoi(strings.TrimPrefix(res.Argv[0], "/proc/self/fd/"))
+	for _, f := range []**os.File{&inR, &outW, &errW} {
+		g, err := aboveFD(*f, held)
+		if err != nil {
+			return nil, refuse.Wrap(CodeExecFailed, err, "step %s: move pipe above descriptor %d", res.Step, held)
+		}
+		files = append(files, g)
+		*f = g
 	}
 	attr := &os.ProcAttr{
 		Dir:   dir,

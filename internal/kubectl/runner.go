@@ -48,6 +48,11 @@ func (r *Runner) validate(step string, stdin []byte) error {
 	switch {
 	case r.Exe == nil:
 		return refuse.New(CodeRunnerInvalid, "runner has no kubectl executable")
+	case stdStream(r.Exe.ExecPath()):
+		// The child's stdin, stdout and stderr are set up over descriptors 0-2 before execve:
+		// a kubectl held there would be replaced by a pipe.
+		return refuse.New(CodeRunnerInvalid, "kubectl is held on standard descriptor %s", r.Exe.ExecPath()).
+			WithHint("start ql3 with stdin, stdout and stderr open")
 	case len(r.Kubeconfig) == 0:
 		return refuse.New(CodeRunnerInvalid, "runner has no kubeconfig bytes")
 	case r.Context == "" || strings.ContainsRune(r.Context, 0):
@@ -113,6 +118,10 @@ func (r *Runner) Run(ctx context.Context, step string, stdin []byte) (res *Resul
 	}
 	res = &Result{Step: step, Argv: slices.Clone(argv), Env: slices.Clone(env), ExitCode: -1}
 	return r.supervise(ctx, res, dir, stdin)
+}
+
+func stdStream(execPath string) bool {
+	return execPath == "/proc/self/fd/0" || execPath == "/proc/self/fd/1" || execPath == "/proc/self/fd/2"
 }
 
 func ctxRefusal(ctx context.Context, step string) error {
