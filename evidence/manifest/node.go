@@ -27,15 +27,22 @@ const (
 type walker struct {
 	text  []byte
 	lines []int // byte offset of each line of text
+	ascii bool  // text is ASCII: a column is a byte offset
 	doc   int   // index of the document among the manifest's chunks, for messages
 	line0 int   // manifest line of text's first line
+	// cursor of the last position looked up; nodes come in document order, so looking up the
+	// next one from here keeps a long line with many nodes linear
+	curLine, curCol, curOff int
 }
 
 func newWalker(c chunk, doc int) *walker {
-	w := &walker{text: c.text, doc: doc, line0: c.line, lines: []int{0}}
+	w := &walker{text: c.text, doc: doc, line0: c.line, lines: []int{0}, ascii: true}
 	for i, b := range c.text {
 		if b == '\n' {
 			w.lines = append(w.lines, i+1)
+		}
+		if b >= 0x80 {
+			w.ascii = false
 		}
 	}
 	return w
@@ -87,10 +94,19 @@ func (w *walker) startsWithTag(n *yaml3.Node) bool {
 		return false
 	}
 	i := w.lines[n.Line-1]
-	for col := 1; col < n.Column && i < len(w.text); col++ { // goyaml.v3 counts columns in runes
+	if w.ascii {
+		i += n.Column - 1
+		return i < len(w.text) && w.text[i] == '!'
+	}
+	col := 1
+	if n.Line == w.curLine && n.Column >= w.curCol {
+		i, col = w.curOff, w.curCol
+	}
+	for ; col < n.Column && i < len(w.text) && w.text[i] != '\n'; col++ { // goyaml.v3 counts columns in runes
 		_, sz := utf8.DecodeRune(w.text[i:])
 		i += sz
 	}
+	w.curLine, w.curCol, w.curOff = n.Line, col, i
 	return i < len(w.text) && w.text[i] == '!'
 }
 

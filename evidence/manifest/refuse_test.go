@@ -72,6 +72,7 @@ func TestParseRefuses(t *testing.T) {
 		{"tag on a block mapping", obj("data: !custom\n  a: 1\n"), CodeTag},
 		{"tag on a key", obj("data: {!!str a: 1}\n"), CodeTag},
 		{"tag after a multi-byte key", obj("data: {ключ: ! 1}\n"), CodeTag},
+		{"tag after several multi-byte nodes on one line", obj("data: {ключ: значение, ещё: [а, б], c: ! 1}\n"), CodeTag},
 		{"duplicate key", obj("data: {a: 1, a: 2}\n"), CodeDuplicateKey},
 		{"duplicate top-level key", head + "kind: Secret\n", CodeDuplicateKey},
 		{"integer and string key", obj("data:\n  1: a\n  \"1\": b\n"), CodeDuplicateKey},

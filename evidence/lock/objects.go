@@ -1,0 +1,234 @@
+package lock
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/qinglong/ql3/evidence/manifest"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// workload is a kind whose pod spec ql3 knows where to find.
+type workload struct {
+	apiVersion, kind string
+	podSpec          []string
+}
+
+var workloads = []workload{
+	{"v1", "Pod", []string{"spec"}},
+	{"v1", "PodTemplate", []string{"template", "spec"}},
+	{"v1", "ReplicationController", []string{"spec", "template", "spec"}},
+	{"apps/v1", "Deployment", []string{"spec", "template", "spec"}},
+	{"apps/v1", "StatefulSet", []string{"spec", "template", "spec"}},
+	{"apps/v1", "DaemonSet", []string{"spec", "template", "spec"}},
+	{"apps/v1", "ReplicaSet", []string{"spec", "template", "spec"}},
+	{"batch/v1", "Job", []string{"spec", "template", "spec"}},
+	{"batch/v1", "CronJob", []string{"spec", "jobTemplate", "spec", "template", "spec"}},
+}
+
+// Reason codes of the manifest's structure against the lock.
+const (
+	CodeResourceCount refuse.Code = "LOCK_RESOURCE_COUNT_MISMATCH"
+	// CodeUnrecognisedWorkload: a pod spec where ql3 cannot tell it is one: a workload kind
+	// under another apiVersion (or spelled in another case), or a container list or pod
+	// template in a kind that is not a workload (a custom resource can carry a pod spec).
+	CodeUnrecognisedWorkload refuse.Code = "LOCK_UNRECOGNISED_WORKLOAD"
+	// CodePodSpecPath: a container list or pod template inside a workload but away from its
+	// pod spec path.
+	CodePodSpecPath refuse.Code = "LOCK_POD_SPEC_PATH"
+	// CodeRoleDuplicate, CodeRoleOrder and CodeRoleUncovered: the image authorities are not
+	// exactly one per role in role order.
+	CodeRoleDuplicate refuse.Code = "LOCK_ROLE_DUPLICATE"
+	CodeRoleOrder     refuse.Code = "LOCK_ROLE_ORDER"
+	CodeRoleUncovered refuse.Code = "LOCK_ROLE_UNCOVERED"
+)
+
+// checkObjects applies every rule that relates the parsed manifest to the report and returns the
+// image authorities in role order.
+func checkObjects(r *report, objs []manifest.Object, raw []byte) ([]Authority, error) {
+	if int64(len(objs)) != r.Manifest.Resources {
+		return nil, refuse.New(CodeResourceCount, "lock report counts %d resources, the manifest holds %d", r.Manifest.Resources, len(objs))
+	}
+	var auths []Authority
+	roleAt := map[string]int{}
+	allowed := 0 // container image fields that name a lock image
+	for i := range objs {
+		o := &objs[i]
+		w, err := classify(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPodShapes(o, w); err != nil {
+			return nil, err
+		}
+		var a *Authority
+		if w == nil {
+			err = checkOtherAnnotations(r, o)
+		} else {
+			a, err = checkAuthority(r, o, w)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := scanObject(o, a); err != nil {
+			return nil, err
+		}
+		if a == nil {
+			continue
+		}
+		if j, dup := roleAt[a.Role]; dup {
+			return nil, refuse.New(CodeRoleDuplicate, "%s and %s both claim role %s", desc(&objs[j]), desc(o), a.Role)
+		}
+		roleAt[a.Role] = i
+		auths = append(auths, *a)
+		allowed += len(a.Containers)
+	}
+	if len(auths) < len(r.Roles) {
+		for _, role := range r.Roles {
+			if _, ok := roleAt[role]; !ok {
+				return nil, refuse.New(CodeRoleUncovered, "no image-authority resource has role %s", role)
+			}
+		}
+	}
+	for i, a := range auths {
+		if a.Role != r.Roles[i] {
+			return nil, refuse.New(CodeRoleOrder, "%s is image authority %d with role %s where role %s is required (order %q)",
+				desc(&objs[a.ObjectIndex]), i, a.Role, r.Roles[i], r.Roles)
+		}
+	}
+	if int64(len(auths)) != r.Manifest.ImageAuthorities {
+		return nil, refuse.New(CodeAuthorityCount, "lock report counts %d image authorities, the manifest holds %d", r.Manifest.ImageAuthorities, len(auths))
+	}
+	if err := scanRaw(raw, allowed); err != nil {
+		return nil, err
+	}
+	return auths, nil
+}
+
+// classify returns o's workload entry, nil for a kind that is not a workload, or a refusal for a
+// workload kind ql3 does not recognise under o's apiVersion.
+func classify(o *manifest.Object) (*workload, error) {
+	for i := range workloads {
+		w := &workloads[i]
+		if o.Kind == w.kind && o.APIVersion == w.apiVersion {
+			return w, nil
+		}
+	}
+	for _, w := range workloads {
+		if strings.EqualFold(o.Kind, w.kind) {
+			return nil, refuse.New(CodeUnrecognisedWorkload, "%s: workload kind that is only recognised as %s %s", desc(o), w.apiVersion, w.kind)
+		}
+	}
+	return nil, nil
+}
+
+var (
+	containerLists = []string{"containers", "initContainers", "ephemeralContainers"}
+	templateKeys   = []string{"template", "jobTemplate"}
+)
+
+// checkPodShapes finds every container list (a containers, initContainers or ephemeralContainers
+// member whose value is not a string: a ConfigMap may name a file "containers") and every pod
+// template (a template or jobTemplate mapping with a spec member) in o. In a workload they must
+// sit exactly on its pod spec path; anywhere else they are refused.
+func checkPodShapes(o *manifest.Object, w *workload) error {
+	var stack []string
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				e := x[k]
+				_, isStr := e.(string)
+				em, isMap := e.(map[string]any)
+				_, hasSpec := em["spec"]
+				shape := (slices.Contains(containerLists, k) && !isStr) || (slices.Contains(templateKeys, k) && isMap && hasSpec)
+				stack = append(stack, k)
+				if shape {
+					if w == nil {
+						return refuse.New(CodeUnrecognisedWorkload, "%s: pod spec content at %s in a kind that is not a recognised workload", desc(o), render(stack))
+					}
+					if !onPodSpecPath(stack, w.podSpec) {
+						return refuse.New(CodePodSpecPath, "%s: pod spec content at %s, away from the pod spec at %s", desc(o), render(stack), render(w.podSpec))
+					}
+				}
+				if err := walk(e); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		case []any:
+			for i, e := range x {
+				stack = append(stack, "["+strconv.Itoa(i)+"]")
+				if err := walk(e); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		return nil
+	}
+	return walk(o.Fields)
+}
+
+// onPodSpecPath reports whether at (ending in a container list or template key) is where pod
+// spec p puts it: p + list, or a prefix of p that ends in a template key.
+func onPodSpecPath(at, p []string) bool {
+	last := at[len(at)-1]
+	if slices.Contains(containerLists, last) {
+		return len(at) == len(p)+1 && slices.Equal(at[:len(p)], p)
+	}
+	return len(at) < len(p) && slices.Equal(at, p[:len(at)])
+}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// render writes a field path for a message.
+func render(p []string) string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, k := range p {
+		if strings.HasPrefix(k, "[") {
+			b.WriteString(k)
+			continue
+		}
+		b.WriteString(".")
+		b.WriteString(safe(k))
+	}
+	return b.String()
+}
+
+// desc names an object for a message.
+func desc(o *manifest.Object) string {
+	name := safe(o.Name)
+	if o.Namespace != "" {
+		name = safe(o.Namespace) + "/" + name
+	}
+	return "document " + strconv.Itoa(o.Index) + " (" + safe(o.Kind) + " " + name + ")"
+}
+
+// safe renders an identifier from the manifest: plain when it is a short run of identifier
+// characters, else quoted and truncated.
+func safe(s string) string {
+	const max = 64
+	if len(s) > 0 && len(s) <= max && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:") == "" {
+		return s
+	}
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return strconv.Quote(s[:cut]) + "..."
+	}
+	return strconv.Quote(s)
+}
