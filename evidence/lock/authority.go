@@ -41,10 +41,15 @@ func annotationsAt(o *manifest.Object, p []string) (map[string]string, error) {
 		return nil, refuse.New(CodeAnnotationsInvalid, "%s: %s is not a mapping", desc(o), render(p))
 	}
 	out := make(map[string]string, len(m))
-	for k, e := range m {
-		s, ok := e.(string)
+	for _, k := range sortedKeys(m) {
+		s, ok := m[k].(string)
 		if !ok {
 			return nil, refuse.New(CodeAnnotationsInvalid, "%s: %s.%s is not a string", desc(o), render(p), safe(k))
+		}
+		for _, r := range releaseAnnotations {
+			if k != r && strings.EqualFold(k, r) {
+				return nil, refuse.New(CodeAnnotationMismatch, "%s: annotation %s at %s differs from release annotation %s only in case", desc(o), safe(k), render(p), r)
+			}
 		}
 		out[k] = s
 	}
@@ -197,53 +202,7 @@ func containers(r *report, o *manifest.Object, w *workload, role string) ([]Cont
 	if len(out) == 0 {
 		return nil, refuse.New(CodeNoContainers, "%s: workload without containers", desc(o))
 	}
-	// No other member of the pod spec may name an image (an image volume would pull one the lock
-	// does not know).
-	if p, found := findKey(spec, "image", w.podSpec, true); found {
-		return nil, refuse.New(CodeImageOutsideContainer, "%s: image at %s outside a container", desc(o), render(p))
-	}
 	return out, nil
-}
-
-// findKey finds a member named key in v below path p, skipping the image members of the
-// container lists' entries when top is set.
-func findKey(v any, key string, p []string, top bool) ([]string, bool) {
-	switch x := v.(type) {
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			q := append(slices.Clone(p), k)
-			if top && slices.Contains(containerLists, k) {
-				if list, ok := x[k].([]any); ok {
-					for i, e := range list {
-						if c, ok := e.(map[string]any); ok {
-							for _, ck := range sortedKeys(c) {
-								if ck == "image" {
-									continue
-								}
-								if f, found := findKey(c[ck], key, append(slices.Clone(q), "["+strconv.Itoa(i)+"]", ck), false); found {
-									return f, true
-								}
-							}
-						}
-					}
-					continue
-				}
-			}
-			if k == key {
-				return q, true
-			}
-			if f, found := findKey(x[k], key, q, false); found {
-				return f, true
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if f, found := findKey(e, key, append(slices.Clone(p), "["+strconv.Itoa(i)+"]"), false); found {
-				return f, true
-			}
-		}
-	}
-	return nil, false
 }
 
 // checkImage requires img, the image of a container of a workload of role, to be exactly the

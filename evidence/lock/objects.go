@@ -130,10 +130,13 @@ var (
 )
 
 // checkPodShapes finds every container list (a containers, initContainers or ephemeralContainers
-// member whose value is not a string: a ConfigMap may name a file "containers") and every pod
-// template (a template or jobTemplate mapping with a spec member) in o. In a workload they must
-// sit exactly on its pod spec path; anywhere else they are refused.
+// member whose value is not a string: a ConfigMap may name a file "containers"), every pod
+// template (a template or jobTemplate mapping with a spec member) and every member named image
+// in o. In a workload, lists and templates must sit exactly on its pod spec path and images only
+// in its containers; anywhere else they are refused. Not counted as images: annotation and label
+// names, and the file names of a ConfigMap.
 func checkPodShapes(o *manifest.Object, w *workload) error {
+	configMap := o.APIVersion == "v1" && o.Kind == "ConfigMap"
 	var stack []string
 	var walk func(v any) error
 	walk = func(v any) error {
@@ -145,6 +148,15 @@ func checkPodShapes(o *manifest.Object, w *workload) error {
 				em, isMap := e.(map[string]any)
 				_, hasSpec := em["spec"]
 				shape := (slices.Contains(containerLists, k) && !isStr) || (slices.Contains(templateKeys, k) && isMap && hasSpec)
+				// An image one level inside a container list is the container check's business
+				// (checkAuthority refuses a list that is not a list of mappings).
+				if k == "image" && !imageExempt(stack, configMap) && (w == nil || !inContainerList(append(stack, k), w.podSpec)) {
+					at := render(append(stack, k))
+					if w == nil {
+						return refuse.New(CodeUnrecognisedWorkload, "%s: image at %s in a kind that is not a recognised workload", desc(o), at)
+					}
+					return refuse.New(CodeImageOutsideContainer, "%s: image at %s outside a container of the pod spec at %s", desc(o), at, render(w.podSpec))
+				}
 				stack = append(stack, k)
 				if shape {
 					if w == nil {
@@ -171,6 +183,26 @@ func checkPodShapes(o *manifest.Object, w *workload) error {
 		return nil
 	}
 	return walk(o.Fields)
+}
+
+// imageExempt reports whether a member named image under parent path p is a name rather than an
+// image: an annotation or label name, or a file of a ConfigMap.
+func imageExempt(p []string, configMap bool) bool {
+	if n := len(p); n > 0 && (p[n-1] == "annotations" || p[n-1] == "labels") {
+		return true
+	}
+	return configMap && len(p) == 1 && (p[0] == "data" || p[0] == "binaryData")
+}
+
+// inContainerList reports whether at is podSpec + <container list> + <entry> + image.
+func inContainerList(at, podSpec []string) bool {
+	n := len(podSpec)
+	return len(at) == n+3 && slices.Equal(at[:n], podSpec) && slices.Contains(containerLists, at[n]) && at[n+2] == "image"
+}
+
+// isContainerImage reports whether at is podSpec + <container list> + [i] + image.
+func isContainerImage(at, podSpec []string) bool {
+	return inContainerList(at, podSpec) && strings.HasPrefix(at[len(podSpec)+1], "[")
 }
 
 // onPodSpecPath reports whether at (ending in a container list or template key) is where pod

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/qinglong/ql3/evidence/manifest"
@@ -68,13 +67,7 @@ func nameChar(c byte) bool {
 // container images of a, which checkAuthority has already proven to be the lock's references.
 func scanObject(o *manifest.Object, a *Authority) error {
 	var stack []string
-	isImageField := func() bool {
-		if a == nil || len(stack) != len(a.PodSpecPath)+3 || stack[len(stack)-1] != "image" {
-			return false
-		}
-		n := len(a.PodSpecPath)
-		return slices.Equal(stack[:n], a.PodSpecPath) && slices.Contains(containerLists, stack[n])
-	}
+	isImageField := func() bool { return a != nil && isContainerImage(stack, a.PodSpecPath) }
 	var walk func(v any) error
 	walk = func(v any) error {
 		switch x := v.(type) {

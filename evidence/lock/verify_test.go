@@ -204,6 +204,10 @@ func TestVerifyAccepts(t *testing.T) {
 				"    metadata:\n      annotations:\n        qinglong.io/role: web\n        qinglong.io/release-set: "+validSet+"\n      labels:\n        app.kubernetes.io/name: qinglong\n        app.kubernetes.io/component: web\n", 1) +
 				"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release\n  namespace: qinglong\n  annotations:\n    qinglong.io/release-version: \"3.4.1\"\n",
 			func(r string) string { return strings.Replace(r, `"resources": 6`, `"resources": 7`, 1) }, nil},
+		{"members named image that name files, labels and annotations", strings.Replace(strings.Replace(string(man),
+			"  QL_LOG_LEVEL: \"info\"\n", "  QL_LOG_LEVEL: \"info\"\n  image: \"docker.io/library/busybox:latest\"\n", 1),
+			"  labels:\n    app.kubernetes.io/name: qinglong\nspec:\n", "  labels:\n    app.kubernetes.io/name: qinglong\n    image: mirror\n  annotations:\n    image: \"nginx:latest\"\nspec:\n", 1),
+			nil, nil},
 		{"flow-style documents", string(man) + "---\n{apiVersion: v1, kind: ServiceAccount, metadata: {name: qinglong, namespace: qinglong}}\n",
 			func(r string) string { return strings.Replace(r, `"resources": 6`, `"resources": 7`, 1) }, nil},
 	}
