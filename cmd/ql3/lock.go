@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -80,7 +81,9 @@ func readBounded(path, flag string, ceiling int64) ([]byte, error) {
 	fail := func(err error) error {
 		return &refuse.Error{Code: CodeInputRead, Class: refuse.Usage, Msg: "cannot read the " + flag + " file", Err: err}
 	}
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer; the file is then refused as not
+	// regular.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fail(err)
 	}

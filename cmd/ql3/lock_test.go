@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const lockFixtures = "../../testdata/lock"
@@ -70,6 +72,10 @@ func TestCLILockVerifyFixtures(t *testing.T) {
 func TestCLILockVerifyUsage(t *testing.T) {
 	dir := t.TempDir()
 	valid := filepath.Join(lockFixtures, "valid")
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	vectors := []struct {
 		args   []string // after "lock verify"
 		stderr string   // exact stderr prefix
@@ -81,6 +87,8 @@ func TestCLILockVerifyUsage(t *testing.T) {
 			"ql3: refused: INPUT_READ: cannot read the --manifest file: open ", 2},
 		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", dir},
 			"ql3: refused: INPUT_READ: cannot read the --report file: " + dir + " is not a regular file\n", 2},
+		{[]string{"--manifest", fifo, "--report", filepath.Join(valid, "lock-report.json")},
+			"ql3: refused: INPUT_READ: cannot read the --manifest file: " + fifo + " is not a regular file\n", 2},
 		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", "/dev/null", "extra"}, "ql3: usage: unknown command \"extra\" for \"ql3 lock verify\"\n", 2},
 		{[]string{"--bogus"}, "ql3: usage: unknown flag: --bogus\n", 2},
 	}
