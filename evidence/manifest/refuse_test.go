@@ -42,6 +42,7 @@ func TestParseRefuses(t *testing.T) {
 		{"separator with content", "--- {a: 1}\n" + head, CodeSeparator},
 		{"four dashes", head + "----\n" + head, CodeSeparator},
 		{"separator glued to a comment", "---#c\n" + head, CodeSeparator},
+		{"separator followed by a no-break space", head + "---\u00a0\n" + head, CodeSeparator},
 		{"yaml directive", "%YAML 1.1\n---\n" + head, CodeDirective},
 		{"tag directive", "%TAG !e! tag:example.com,2000:\n---\n" + head, CodeDirective},
 		{"document end hiding the rest", obj("...\ndata: {a: b}\n"), CodeDocumentEnd},

@@ -66,10 +66,13 @@ func checkText(b []byte) error {
 	for n, l := range lines(b) {
 		switch {
 		case bytes.HasPrefix(l, []byte("---")):
-			// kubectl's YAMLReader: only spaces (strings.TrimSpace) and a comment may follow.
-			// "---#" is a separator to kubectl but not a document marker to a YAML parser, which
-			// sees it when it starts a chunk.
-			if rest := strings.TrimSpace(string(l[3:])); (rest != "" && rest[0] != '#') || (len(l) > 3 && l[3] == '#') {
+			// kubectl's YAMLReader allows any Unicode space and a comment after "---"; a YAML
+			// parser, which sees the line when it starts a chunk, only spaces and tabs, and a
+			// comment only after one of them ("---#" is a plain scalar). Only what both agree on
+			// is accepted.
+			rest := string(l[3:])
+			trimmed := strings.TrimLeft(rest, " \t")
+			if trimmed != "" && (trimmed[0] != '#' || len(trimmed) == len(rest)) {
 				return refuse.New(CodeSeparator, "line %d starts with \"---\" followed by content", n+1).
 					WithHint("put a document separator \"---\" on a line of its own")
 			}
