@@ -1,11 +1,10 @@
-//go:build ql3wip
-
 package ceremony
 
 import (
 	"context"
 
 	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
@@ -96,6 +95,10 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
 		{"server-side dry-run", func() error { return s.dryRun(ctx) }},
 		{"write apply intent", func() error {
+			// Nothing may have changed between the dry-run and the intent that licenses the mutation.
+			if err := s.reverify(false); err != nil {
+				return err
+			}
 			if recovered {
 				return nil // the earlier attempt's intent already covers this mutation
 			}
@@ -111,7 +114,7 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 			if r.ExitCode != 0 {
 				return refuse.New(CodeApplyFailed, "server-side apply exited %d (%d bytes of stderr stored); the cluster may be partially applied", r.ExitCode, len(r.Stderr)).WithHint(partialHint)
 			}
-			return nil
+			return partial(kubeout.Applied(r.Stdout, s.resources(), false))
 		}},
 		{"convergence read and verification", func() error {
 			var err error
@@ -208,15 +211,7 @@ func (s *session) converge(ctx context.Context) ([]evidence.LiveObject, error) {
 	if r.ExitCode != 0 {
 		return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored)", r.ExitCode, len(r.Stderr))
 	}
-	exp := make([]convergence.Expectation, 0, len(s.lock.Authorities))
-	for _, a := range s.lock.Authorities {
-		e := convergence.Expectation{ObjectIndex: a.ObjectIndex, Annotations: s.lock.Annotations}
-		for _, c := range a.Containers {
-			e.Images = append(e.Images, convergence.Image{Field: c.Field, Container: c.Name, Image: c.Image})
-		}
-		exp = append(exp, e)
-	}
-	out, err := convergence.Verify(convergence.Input{Objects: s.lock.Objects, Authorities: exp,
+	out, err := convergence.Verify(convergence.Input{Objects: s.lock.Objects, Authorities: s.lock.Authorities,
 		FieldManager: evidence.FieldManager, Stdout: r.Stdout})
 	if err != nil {
 		return nil, err

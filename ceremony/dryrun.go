@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -22,18 +23,7 @@ const (
 )
 
 // Resource names one manifest object the way kubectl prints it on stdout ("deployment.apps/web").
-type Resource struct {
-	APIVersion, Kind, Namespace, Name string
-}
-
-// String is kubectl's "kind.group/name" form, lower-case kind, group omitted for the core group.
-func (r Resource) String() string {
-	k := strings.ToLower(r.Kind)
-	if i := strings.Index(r.APIVersion, "/"); i > 0 {
-		k += "." + r.APIVersion[:i]
-	}
-	return k + "/" + r.Name
-}
+type Resource = kubeout.Resource
 
 var (
 	// One conflict: `conflict with "M" [with subresource "S"] [using V[ at T]]: .path`.

@@ -1,5 +1,3 @@
-//go:build ql3wip
-
 package ceremony
 
 import (
@@ -11,22 +9,44 @@ import (
 	"github.com/qinglong/ql3/store"
 )
 
-// Run reads the command file and runs the command it names. want, when not empty, is the command
-// a named subcommand accepts (COMMAND_MISMATCH otherwise).
-func Run(ctx context.Context, opts Options, want string) (*Result, error) {
-	opts.complete()
-	pc, f, err := loadCommand(opts, want)
+// CommandFile is a command file read as a stable private input and parsed. It is re-verified
+// before every network step of the run that executes it.
+type CommandFile struct {
+	Parsed *ParsedCommand
+	file   *stablefile.File
+}
+
+// ReadCommand reads and parses the command file at path. want, when not empty, is the command a
+// named subcommand accepts (COMMAND_MISMATCH otherwise).
+func ReadCommand(path, want string) (*CommandFile, error) {
+	pc, f, err := loadCommand(Options{CommandFile: path}, want)
 	if err != nil {
 		return nil, err
 	}
-	switch pc.Command.Command {
+	return &CommandFile{Parsed: pc, file: f}, nil
+}
+
+// Execute runs a preflight or apply command file. A receipt.audit command is the auditor's
+// (package audit), which this package cannot import.
+func Execute(ctx context.Context, opts Options, cf *CommandFile) (*Result, error) {
+	opts.complete()
+	switch cf.Parsed.Command.Command {
 	case evidence.CommandPreflight:
-		return preflight(ctx, opts, pc, f)
+		return preflight(ctx, opts, cf.Parsed, cf.file)
 	case evidence.CommandApply:
-		return apply(ctx, opts, pc, f)
+		return apply(ctx, opts, cf.Parsed, cf.file)
 	default:
-		return nil, refuse.New(CodeCommandUnknown, "command %s is run by ql3 audit", pc.Command.Command)
+		return nil, refuse.New(CodeCommandUnknown, "command %s is run by ql3 audit or ql3 run", cf.Parsed.Command.Command)
 	}
+}
+
+// Run reads the command file named by opts and runs the command it names (see ReadCommand).
+func Run(ctx context.Context, opts Options, want string) (*Result, error) {
+	cf, err := ReadCommand(opts.CommandFile, want)
+	if err != nil {
+		return nil, err
+	}
+	return Execute(ctx, opts, cf)
 }
 
 // Preflight runs a preflight command file.

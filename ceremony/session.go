@@ -1,19 +1,14 @@
-//go:build ql3wip
-
 package ceremony
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
@@ -44,6 +39,9 @@ const (
 
 // DefaultStepTimeout bounds one kubectl run.
 const DefaultStepTimeout = 2 * time.Minute
+
+// MaxKubectlOutput is the ceiling of each of a kubectl run's stdout and stderr (DESIGN §6).
+const MaxKubectlOutput = 4 << 20
 
 // afterStep is a test hook called after each kubectl step returned and was recorded.
 var afterStep = func(step string) {}
@@ -151,22 +149,22 @@ func (s *session) readInputs() error {
 	if s.kubeconfig, err = readPinned(c.Kubeconfig.Path, evidence.RoleKubeconfig, MaxKubeconfig, c.Kubeconfig.Digest); err != nil {
 		return err
 	}
-	exe, err := stablefile.OpenExecutable(c.Kubectl.Path, c.Kubectl.Digest)
-	if err != nil {
-		if refuse.CodeOf(err) == "" {
-			return refuse.Wrap(CodeDigestMismatch, err, "kubectl %s", c.Kubectl.Path)
-		}
+	// OpenExecutable hashes kubectl in full through the descriptor it holds: the start-of-run hash.
+	if s.exe, err = stablefile.OpenExecutable(c.Kubectl.Path, c.Kubectl.Digest); err != nil {
 		return err
 	}
-	s.exe = exe
 	if s.lock, err = lock.Verify(s.manifest.Bytes, s.report.Bytes); err != nil {
+		return err
+	}
+	// A manifest the convergence read could never prove is refused before anything is mutated.
+	if err = convergence.CheckManifest(s.lock.Objects); err != nil {
 		return err
 	}
 	if s.summary, err = kubeconfig.Check(s.kubeconfig.Bytes, c.Kubeconfig.Context); err != nil {
 		return err
 	}
 	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
-		Timeout: s.opts.StepTimeout, MaxOutput: 4 << 20}
+		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
 	return s.storeInputs()
 }
 
@@ -192,19 +190,15 @@ func (s *session) storeInputs() error {
 	if err == nil && s.cmdDesc.Digest != s.pc.Digest {
 		return refuse.New(CodeStoreWrite, "command record digest %s differs from the command identity %s", s.cmdDesc.Digest, s.pc.Digest)
 	}
+	cmdRaw := blob(evidence.MediaTypeCommandFile, s.cmdFile.Bytes)
 	s.manDesc = blob(evidence.MediaTypeManifest, s.manifest.Bytes)
 	s.repDesc = blob(evidence.MediaTypeLockReport, s.report.Bytes)
 	s.kcDesc = put(evidence.MediaTypeKubeconfig, s.summary)
-	s.inputs.CommandFile = put(evidence.MediaTypeInput, s.cmdFile.Input(nil))
+	s.inputs.CommandFile = put(evidence.MediaTypeInput, s.cmdFile.Input(&cmdRaw))
 	s.inputs.Manifest = put(evidence.MediaTypeInput, s.manifest.Input(&s.manDesc))
 	s.inputs.LockReport = put(evidence.MediaTypeInput, s.report.Input(&s.repDesc))
 	s.inputs.Kubeconfig = put(evidence.MediaTypeInput, s.kubeconfig.Input(nil))
-	if err == nil {
-		var in evidence.Input
-		if in, err = executableInput(s.exe, s.pc.Command.Kubectl); err == nil {
-			s.inputs.Kubectl = put(evidence.MediaTypeInput, in)
-		}
-	}
+	s.inputs.Kubectl = put(evidence.MediaTypeInput, s.exe.Input())
 	if err != nil {
 		return storeErr(err, "inputs")
 	}
@@ -216,26 +210,6 @@ func storeErr(err error, what string) error {
 		return err
 	}
 	return refuse.Wrap(CodeStoreWrite, err, "store %s", what)
-}
-
-// executableInput describes the held kubectl descriptor: stat through the descriptor, not the path.
-func executableInput(exe *stablefile.Executable, ref evidence.FileRef) (evidence.Input, error) {
-	fi, err := os.Stat(exe.ExecPath())
-	if err != nil {
-		return evidence.Input{}, fmt.Errorf("ceremony: stat kubectl: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return evidence.Input{}, fmt.Errorf("ceremony: stat kubectl: no stat_t")
-	}
-	return evidence.Input{
-		Schema: evidence.SchemaInput, Role: evidence.RoleKubectl, Path: ref.Path,
-		Dev: strconv.FormatUint(uint64(st.Dev), 10), Inode: strconv.FormatUint(st.Ino, 10),
-		Mode: fmt.Sprintf("%04o", fi.Mode().Perm()), UID: int64(st.Uid), Size: st.Size,
-		Mtime:  stamp(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)),
-		Ctime:  stamp(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)),
-		Digest: ref.Digest,
-	}, nil
 }
 
 // reverify re-checks every input; full also re-hashes kubectl (start and end only: ~80 ms).
@@ -332,13 +306,13 @@ func (s *session) dryRun(ctx context.Context) error {
 	if res.ExitCode != 0 {
 		return classifyDryRun(evidence.StepDryRun, res.ExitCode, res.Stdout, res.Stderr, s.resources())
 	}
-	return nil
+	return kubeout.Applied(res.Stdout, s.resources(), true)
 }
 
-func (s *session) resources() []Resource {
-	out := make([]Resource, 0, len(s.lock.Objects))
+func (s *session) resources() []kubeout.Resource {
+	out := make([]kubeout.Resource, 0, len(s.lock.Objects))
 	for _, o := range s.lock.Objects {
-		out = append(out, Resource{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+		out = append(out, kubeout.Resource{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
 	}
 	return out
 }

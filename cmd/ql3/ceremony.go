@@ -1,5 +1,3 @@
-//go:build ql3wip
-
 package main
 
 import (
@@ -8,9 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/store"
 )
 
 // CodeCommandFileFlag: --command-file is missing.
@@ -30,7 +30,7 @@ func init() {
 func ceremonyCommand(root *RootOptions, use, want string) *cobra.Command {
 	var opts ceremony.Options
 	short := map[string]string{
-		"run":       "Run the command a command file names",
+		"run":       "Run the command a command file names (preflight, apply or receipt.audit)",
 		"preflight": "Verify inputs, cluster identity and a server-side dry-run; publish a preflight report",
 		"apply":     "Apply a preflighted manifest and publish a receipt",
 	}[use]
@@ -43,7 +43,22 @@ func ceremonyCommand(root *RootOptions, use, want string) *cobra.Command {
 				return refuse.NewUsage(CodeCommandFileFlag, "--command-file is required")
 			}
 			opts.Progress = cmd.ErrOrStderr()
-			res, err := ceremony.Run(cmd.Context(), opts, want)
+			cf, err := ceremony.ReadCommand(opts.CommandFile, want)
+			if err != nil {
+				return err
+			}
+			if c := &cf.Parsed.Command; c.Command == evidence.CommandReceiptAudit {
+				st, err := store.Open(c.Store)
+				if err != nil {
+					return err
+				}
+				rep, err := audit.AuditFor(st, *c.Receipt, cf.Parsed.Target)
+				if err != nil {
+					return err
+				}
+				return root.printAudit(cmd.OutOrStdout(), rep)
+			}
+			res, err := ceremony.Execute(cmd.Context(), opts, cf)
 			if err != nil {
 				return err
 			}

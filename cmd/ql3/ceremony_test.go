@@ -1,5 +1,3 @@
-//go:build ql3wip
-
 package main
 
 import (

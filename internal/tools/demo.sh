@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # demo.sh (make demo): the operator flow end to end on the local cluster. Preflight, apply, apply
-# again (returned offline from the store), audit when ql3 has it. The last two lines are
+# again (returned offline from the store), the offline audit and store verify. The last two lines are
 # `store: <abs path>` and `receipt: sha256:<hex>`.
 set -euo pipefail
 
@@ -35,8 +35,11 @@ umask 077
 in="$work/in"
 mkdir -m 0700 "$in"
 install -m 0600 "$kubeconfig_src" "$in/kubeconfig"
-install -m 0600 testdata/release-3.4.1/locked.yaml "$in/locked.yaml"
-install -m 0600 testdata/release-3.4.1/lock-report.json "$in/lock-report.json"
+log "ql3 lock materialize: the synthetic release 3.4.1"
+"$ql3" lock materialize --catalog testdata/release-3.4.1/catalog.json \
+	--manifest testdata/release-3.4.1/unlocked.yaml --out "$in" >&2
+log "ql3 lock verify"
+"$ql3" lock verify --manifest "$in/locked.yaml" --report "$in/lock-report.json" >&2
 store="$work/store"
 
 k() { env -i HOME="$work" KUBERC=off KUBECTL_KUBERC=false "$kubectl" --kubeconfig="$in/kubeconfig" --context="$context" "$@"; }
@@ -63,9 +66,7 @@ cat >"$cmds/preflight.json" <<JSON
 JSON
 chmod 0600 "$cmds/preflight.json"
 
-if "$ql3" store --help >/dev/null 2>&1; then
-	"$ql3" store init --store "$store" >&2 || true
-fi
+"$ql3" store init "$store" >&2
 
 log "ql3 preflight"
 "$ql3" preflight --command-file="$cmds/preflight.json" --write-apply-command="$cmds/apply.json" >&2
@@ -74,12 +75,9 @@ receipt=$("$ql3" apply --command-file="$cmds/apply.json")
 log "ql3 apply again (returned offline)"
 again=$("$ql3" apply --command-file="$cmds/apply.json")
 [[ $again == "$receipt" ]] || { log "second apply returned $again, not $receipt"; exit 1; }
-if "$ql3" audit --help >/dev/null 2>&1; then
-	log "ql3 audit"
-	"$ql3" audit --store "$store" "$receipt" >&2
-fi
-if "$ql3" store verify --help >/dev/null 2>&1; then
-	"$ql3" store verify --store "$store" >&2
-fi
+log "ql3 audit (offline)"
+"$ql3" audit --store "$store" "$receipt" >&2
+log "ql3 store verify"
+"$ql3" store verify --store "$store" >&2
 echo "store: $store"
 echo "receipt: $receipt"

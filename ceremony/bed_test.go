@@ -1,0 +1,258 @@
+package ceremony_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/materialize"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/store"
+)
+
+// The ceremony runs against the real kube-apiserver, etcd and kubectl of internal/testcluster.
+var cluster *testcluster.Cluster
+
+// childEnv names the apply command file a re-executed test binary applies; the child kills itself
+// with SIGKILL right after the server-side apply returned, as a crash after the mutation.
+const childEnv = "QL3_CEREMONY_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if cf := os.Getenv(childEnv); cf != "" {
+		ceremony.SetAfterStep(func(step string) {
+			if step == evidence.StepApply {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		})
+		if _, err := ceremony.Apply(context.Background(), ceremony.Options{CommandFile: cf}); err != nil {
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(testcluster.Main(m, &cluster))
+}
+
+// bed is one private working area: the release materialized into its own namespace, a copy of
+// the kubeconfig, command files and a store. Every bed is checked when its test ends: the store
+// verifies clean, every published receipt and preflight passes the offline audit, and no
+// credential appears in the store or in anything the ceremony printed or returned.
+type bed struct {
+	t     *testing.T
+	dir   string
+	store string
+	ns    string
+	cmd   map[string]any
+	out   bytes.Buffer // progress lines, refusal messages and hints
+}
+
+var namespaces atomic.Int64
+
+func writePrivate(t testing.TB, path string, b []byte) {
+	t.Helper()
+	_ = os.Remove(path)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newBed materializes the synthetic 3.4.1 release into a fresh namespace (created unless
+// createNamespace is false); edit, if not nil, changes the unlocked manifest first.
+func newBed(t *testing.T, createNamespace bool, edit func(unlocked string) string) *bed {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := &bed{t: t, dir: dir, store: filepath.Join(dir, "store"), ns: fmt.Sprintf("ql3-ceremony-%d", namespaces.Add(1))}
+	unlocked, err := os.ReadFile("../testdata/release-3.4.1/unlocked.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := os.ReadFile("../testdata/release-3.4.1/catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := strings.ReplaceAll(string(unlocked), "namespace: qinglong\n", "namespace: "+b.ns+"\n")
+	if edit != nil {
+		u = edit(u)
+	}
+	rel, err := materialize.Materialize(catalog, []byte(u))
+	if err != nil {
+		t.Fatalf("materialize: %v", err)
+	}
+	man, rep, kc := filepath.Join(dir, "locked.yaml"), filepath.Join(dir, "lock-report.json"), filepath.Join(dir, "kubeconfig")
+	writePrivate(t, man, rel.Manifest)
+	writePrivate(t, rep, rel.Report)
+	writePrivate(t, kc, cluster.KubeconfigBytes())
+	if _, err := store.Init(b.store); err != nil {
+		t.Fatal(err)
+	}
+	if createNamespace {
+		if err := cluster.CreateNamespace(context.Background(), b.ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.cmd = map[string]any{
+		"schema":             evidence.SchemaCommand,
+		"command":            evidence.CommandPreflight,
+		"store":              b.store,
+		"manifest":           map[string]any{"path": man, "digest": fileDigest(t, man)},
+		"lockReport":         map[string]any{"path": rep, "digest": fileDigest(t, rep)},
+		"kubeconfig":         map[string]any{"path": kc, "digest": fileDigest(t, kc), "context": cluster.Context},
+		"kubectl":            map[string]any{"path": cluster.KubectlPath, "digest": string(cluster.KubectlDigest)},
+		"expectedClusterUid": cluster.KubeSystemUID,
+		"fieldManager":       evidence.FieldManager,
+	}
+	t.Cleanup(b.check)
+	return b
+}
+
+func fileDigest(t testing.TB, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(evidence.FromBytes(b))
+}
+
+func (b *bed) field(name, key string) string { return b.cmd[name].(map[string]any)[key].(string) }
+
+func (b *bed) set(name, key, value string) { b.cmd[name].(map[string]any)[key] = value }
+
+// writeCommand writes the current command, with the given command name and preflight (if not
+// empty), as a private command file.
+func (b *bed) writeCommand(file, command, preflight string) string {
+	c := map[string]any{}
+	for k, v := range b.cmd {
+		c[k] = v
+	}
+	c["command"] = command
+	if preflight != "" {
+		c["preflight"] = preflight
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	p := filepath.Join(b.dir, file)
+	writePrivate(b.t, p, raw)
+	return p
+}
+
+func (b *bed) note(err error) {
+	if r, ok := refuse.As(err); ok {
+		fmt.Fprintf(&b.out, "refused: %s: %s\nhint: %s\n", r.Code, r.Message(), r.Hint)
+	} else if err != nil {
+		fmt.Fprintf(&b.out, "error: %v\n", err)
+	}
+}
+
+func (b *bed) preflight() (*ceremony.Result, error) {
+	res, err := ceremony.Preflight(context.Background(), ceremony.Options{
+		CommandFile: b.writeCommand("preflight.json", evidence.CommandPreflight, ""), Progress: &b.out})
+	b.note(err)
+	return res, err
+}
+
+func (b *bed) applyFile(pre string) string {
+	return b.writeCommand("apply.json", evidence.CommandApply, pre)
+}
+
+func (b *bed) apply(file string) (*ceremony.Result, error) {
+	res, err := ceremony.Apply(context.Background(), ceremony.Options{CommandFile: file, Progress: &b.out})
+	b.note(err)
+	return res, err
+}
+
+// mustApply runs preflight then apply and returns both results.
+func (b *bed) mustApply() (*ceremony.Result, *ceremony.Result, string) {
+	b.t.Helper()
+	pre, err := b.preflight()
+	if err != nil {
+		b.t.Fatalf("preflight: %v", err)
+	}
+	af := b.writeCommand("apply.json", evidence.CommandApply, string(pre.Preflight))
+	rc, err := b.apply(af)
+	if err != nil {
+		b.t.Fatalf("apply: %v", err)
+	}
+	return pre, rc, af
+}
+
+func (b *bed) count(kind string) int {
+	es, _ := os.ReadDir(filepath.Join(b.store, "index", kind))
+	return len(es)
+}
+
+// wantRefused asserts the reason code and that nothing was published for it.
+func (b *bed) wantRefused(err error, code refuse.Code, publishedPreflights int) {
+	b.t.Helper()
+	if got := refuse.CodeOf(err); got != code {
+		b.t.Fatalf("code %q, want %q (%v)", got, code, err)
+	}
+	if n := b.count(evidence.IndexPreflights); n != publishedPreflights {
+		b.t.Fatalf("%d preflights published, want %d", n, publishedPreflights)
+	}
+	if n := b.count(evidence.IndexReceipts); n != 0 {
+		b.t.Fatalf("a refused run published %d receipts", n)
+	}
+}
+
+// check runs when the test ends: store verify, the audit of every published root, and the
+// credential scan.
+func (b *bed) check() {
+	t := b.t
+	secrets := cluster.Secrets()
+	scan := func(where string, data []byte) {
+		for _, s := range secrets {
+			if len(s) > 0 && bytes.Contains(data, s) {
+				t.Errorf("a credential appears in %s", where)
+				return
+			}
+		}
+	}
+	scan("the ceremony's output and errors", b.out.Bytes())
+	_ = filepath.Walk(b.store, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if data, rerr := os.ReadFile(p); rerr == nil {
+				scan(p, data)
+			}
+		}
+		return nil
+	})
+	st, err := store.Open(b.store)
+	if err != nil {
+		t.Errorf("open store: %v", err)
+		return
+	}
+	rep, err := st.Verify()
+	if err != nil || !rep.OK() {
+		t.Errorf("store verify: %v %+v", err, rep)
+		return
+	}
+	for _, e := range append(rep.Receipts, rep.Preflights...) {
+		ar, err := audit.Audit(st, e.Descriptor.Digest)
+		if err != nil || ar.Err() != nil {
+			t.Errorf("audit of %s %s: %v %v", e.Kind, e.Descriptor.Digest, err, ar.Err())
+		}
+		js, _ := json.Marshal(ar)
+		scan("the audit report", js)
+	}
+}
