@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,6 +57,12 @@ func (o *RootOptions) printResult(w io.Writer, v any, text string) error {
 }
 
 type usageError struct{ error }
+
+// printedError is a refusal whose command already printed its JSON result object (a report with
+// ok false); report then prints only the stderr line.
+type printedError struct{ error }
+
+func (e printedError) Unwrap() error { return e.error }
 
 func newRoot(o *RootOptions) *cobra.Command {
 	root := &cobra.Command{
@@ -120,7 +127,8 @@ func report(o *RootOptions, stdout, stderr io.Writer, err error) int {
 		code, msg = CodeInternal, err.Error()
 		fmt.Fprintf(stderr, "ql3: refused: %s: %s\n", code, msg)
 	}
-	if o.Output == "json" {
+	var printed printedError
+	if o.Output == "json" && !errors.As(err, &printed) {
 		b, _ := json.Marshal(map[string]any{"ok": false, "code": code, "message": msg, "hint": hint})
 		fmt.Fprintf(stdout, "%s\n", b)
 	}

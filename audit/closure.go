@@ -1,0 +1,120 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// subjectKind re-hashes the subject and tells a receipt from a preflight report by its schema.
+func (a *auditor) subjectKind(d digest.Digest) (string, string, error) {
+	b, err := a.src.Get(d)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := evidence.Canonicalize(b); err != nil {
+		return "", "", refuse.Wrap(CodeSubject, err, "object %s is not a json record", d)
+	}
+	var probe struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return "", "", refuse.New(CodeSubject, "object %s is not a json object", d)
+	}
+	switch probe.Schema {
+	case evidence.SchemaReceipt:
+		return KindReceipt, evidence.MediaTypeReceipt, nil
+	case evidence.SchemaPreflight:
+		return KindPreflight, evidence.MediaTypePreflight, nil
+	}
+	return "", "", refuse.New(CodeSubject, "object %s is neither a receipt nor a preflight report", d)
+}
+
+// closure re-hashes every object reachable from root, checks every descriptor's size against
+// the object and every record's canonical form, schema and closed shape, and reports the first
+// finding. It keeps walking after a finding so Objects and Bytes count what could be read.
+func (a *auditor) closure(root evidence.Descriptor) {
+	seen := map[digest.Digest]bool{}
+	var first error
+	var walk func(d evidence.Descriptor)
+	walk = func(d evidence.Descriptor) {
+		if seen[d.Digest] {
+			return
+		}
+		seen[d.Digest] = true
+		b, err := a.src.GetDescriptor(d)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			return
+		}
+		a.report.Objects++
+		a.report.Bytes += int64(len(b))
+		if _, isRecord := evidence.RecordSchema(d.MediaType); !isRecord {
+			return
+		}
+		children, err := evidence.Descriptors(b)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			return
+		}
+		for _, c := range children {
+			walk(c)
+		}
+	}
+	walk(root)
+	if first != nil {
+		a.fail("closure", first)
+		return
+	}
+	a.pass("closure", "%d objects, %d bytes: every object re-hashed, sizes and record forms checked", a.report.Objects, a.report.Bytes)
+}
+
+// load reads the record d names into v: d must carry mediaType, the object must re-hash, match
+// d's size, be canonical, carry mediaType's schema and decode into v's closed shape.
+func (a *auditor) load(d evidence.Descriptor, mediaType string, v any) error {
+	if d.MediaType != mediaType {
+		return refuse.New(CodeMediaType, "descriptor of %s has media type %q where %q is required", d.Digest, d.MediaType, mediaType)
+	}
+	b, err := a.src.GetDescriptor(d)
+	if err != nil {
+		return err
+	}
+	return evidence.DecodeRecord(mediaType, b, v)
+}
+
+// blob reads the raw blob d names: d must carry mediaType and the object must re-hash and match d's size.
+func (a *auditor) blob(d evidence.Descriptor, mediaType string) ([]byte, error) {
+	if d.MediaType != mediaType {
+		return nil, refuse.New(CodeMediaType, "descriptor of %s has media type %q where %q is required", d.Digest, d.MediaType, mediaType)
+	}
+	return a.src.GetDescriptor(d)
+}
+
+// targetOf checks that the subject's target is want.
+func (a *auditor) targetOf(root evidence.Descriptor, want digest.Digest) (string, error) {
+	if a.report.Kind != KindReceipt {
+		return "", refuse.New(CodeSubject, "a receipt.audit command names %s, which is a %s, not a receipt", root.Digest, a.report.Kind)
+	}
+	b, err := a.src.GetDescriptor(root)
+	if err != nil {
+		return "", err
+	}
+	var probe struct {
+		Target digest.Digest `json:"target"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return "", refuse.New(CodeSubject, "object %s is not a json object", root.Digest)
+	}
+	if probe.Target != want {
+		return "", refuse.New(CodeTarget, "%s %s binds target %s, the audit command names %s", a.report.Kind, root.Digest, probe.Target, want)
+	}
+	return fmt.Sprintf("the %s binds the audit command's target %s", a.report.Kind, want), nil
+}

@@ -1,0 +1,152 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/ceremony/kubeout"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/kubectl"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// execRun is one loaded exec record and its stored output.
+type execRun struct {
+	rec    evidence.Exec
+	stdout []byte
+}
+
+// execsCheck checks the exec records of r: the required steps in the required order, each run as
+// the ceremony must run it, then the verdict of each step re-derived from its stored stdout.
+func (a *auditor) execsCheck(r *run) ([]execRun, bool) {
+	var runs []execRun
+	ok := a.check(r.name("execs"), func() (string, error) {
+		if len(r.execs) != len(r.steps) {
+			return "", refuse.New(CodeExecSequence, "%d exec records where the steps %s are required", len(r.execs), strings.Join(r.steps, ", "))
+		}
+		for i, d := range r.execs {
+			er, err := a.execRecord(r, d, r.steps[i], i)
+			if err != nil {
+				return "", err
+			}
+			runs = append(runs, er)
+		}
+		return fmt.Sprintf("%s: pinned kubectl, fixed argv and environment, stdin and byte counts bound, exit 0", strings.Join(r.steps, ", ")), nil
+	})
+	if !ok {
+		return nil, false
+	}
+	return runs, a.verdicts(r, runs)
+}
+
+func (a *auditor) execRecord(r *run, d evidence.Descriptor, step string, i int) (execRun, error) {
+	var e evidence.Exec
+	if err := a.load(d, evidence.MediaTypeExec, &e); err != nil {
+		return execRun{}, err
+	}
+	if e.Step != step {
+		return execRun{}, refuse.New(CodeExecSequence, "exec %d is step %q where %q is required", i, e.Step, step)
+	}
+	if err := kubectl.CheckInvocation(step, r.pc.Command.Kubeconfig.Context, e.Argv, e.Env); err != nil {
+		return execRun{}, refuse.Wrap(refuse.CodeOf(err), err, "exec %d (%s)", i, step)
+	}
+	if e.KubectlDigest != r.pc.Command.Kubectl.Digest {
+		return execRun{}, refuse.New(CodeKubectl, "exec %d (%s) ran kubectl %s, the command pins %s", i, step, e.KubectlDigest, r.pc.Command.Kubectl.Digest)
+	}
+	if kubectl.ReadsStdin(step) != (e.Stdin != nil) || (e.Stdin != nil && *e.Stdin != r.manifest) {
+		return execRun{}, refuse.New(CodeExecStdin, "exec %d (%s) stdin is not exactly the manifest blob where the step requires it", i, step)
+	}
+	if e.StdoutBytes != e.Stdout.Size || e.StderrBytes != e.Stderr.Size {
+		return execRun{}, refuse.New(CodeExecBytes, "exec %d (%s) records %d/%d stdout/stderr bytes, its descriptors say %d/%d",
+			i, step, e.StdoutBytes, e.StderrBytes, e.Stdout.Size, e.Stderr.Size)
+	}
+	out, err := a.blob(e.Stdout, evidence.MediaTypeStdout)
+	if err != nil {
+		return execRun{}, err
+	}
+	if _, err := a.blob(e.Stderr, evidence.MediaTypeStderr); err != nil {
+		return execRun{}, err
+	}
+	if e.ExitCode != 0 {
+		return execRun{}, refuse.New(CodeExecExit, "exec %d (%s) exited %d", i, step, e.ExitCode)
+	}
+	return execRun{rec: e, stdout: out}, nil
+}
+
+// verdicts re-derives each step's verdict from its stored stdout with the ceremony's readers.
+func (a *auditor) verdicts(r *run, runs []execRun) bool {
+	ok := true
+	objects := resources(r)
+	for i, er := range runs {
+		step := er.rec.Step
+		switch step {
+		case evidence.StepIdentity, evidence.StepIdentityFinal:
+			ok = a.check(r.name(fmt.Sprintf("identity[%d]", i)), func() (string, error) {
+				uid, err := kubeout.NamespaceUID(er.stdout)
+				if err != nil {
+					return "", err
+				}
+				if uid != r.pc.Command.ExpectedClusterUID || uid != r.clusterUID {
+					return "", refuse.New(CodeClusterUID, "%s read shows kube-system uid %s, the command expects %s", step, uid, r.pc.Command.ExpectedClusterUID)
+				}
+				return fmt.Sprintf("%s: kube-system uid %s", step, uid), nil
+			}) && ok
+		case evidence.StepDryRun, evidence.StepApply:
+			ok = a.check(r.name(step+" output"), func() (string, error) {
+				if r.lockResult == nil {
+					return "", refuse.New(CodeLock, "no verified lock to compare the %s output with", step)
+				}
+				if err := kubeout.Applied(er.stdout, objects, step == evidence.StepDryRun); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("%d objects reported serverside-applied in manifest order", len(objects)), nil
+			}) && ok
+		}
+	}
+	return ok
+}
+
+func resources(r *run) []kubeout.Resource {
+	if r.lockResult == nil {
+		return nil
+	}
+	out := make([]kubeout.Resource, 0, len(r.lockResult.Objects))
+	for _, o := range r.lockResult.Objects {
+		out = append(out, kubeout.Resource{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	}
+	return out
+}
+
+// convergenceCheck runs the ceremony's convergence verifier on the stored convergence read and
+// requires the receipt's object list to be exactly what it derives.
+func (a *auditor) convergenceCheck(r *run, runs []execRun, claimed []evidence.LiveObject) bool {
+	return a.check("convergence", func() (string, error) {
+		if r.lockResult == nil {
+			return "", refuse.New(CodeLock, "no verified lock to judge convergence against")
+		}
+		var read *execRun
+		for i := range runs {
+			if runs[i].rec.Step == evidence.StepConvergence {
+				read = &runs[i]
+			}
+		}
+		if read == nil {
+			return "", refuse.New(CodeExecSequence, "no convergence read")
+		}
+		out, err := convergence.Verify(convergence.Input{Objects: r.lockResult.Objects, Authorities: r.lockResult.Authorities,
+			FieldManager: evidence.FieldManager, Stdout: read.stdout})
+		if err != nil {
+			return "", err
+		}
+		if len(out.Objects) != len(claimed) {
+			return "", refuse.New(CodeObjects, "receipt lists %d objects, the convergence read shows %d", len(claimed), len(out.Objects))
+		}
+		for i := range claimed {
+			if claimed[i] != out.Objects[i] {
+				return "", refuse.New(CodeObjects, "receipt object %d (%s %s/%s) differs from the convergence read", i, claimed[i].Kind, claimed[i].Namespace, claimed[i].Name)
+			}
+		}
+		return fmt.Sprintf("%d objects converged: uids, resourceVersions, fields, images, annotations and %s ownership", len(claimed), evidence.FieldManager), nil
+	})
+}

@@ -1,0 +1,168 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+var (
+	preflightSteps = []string{evidence.StepIdentity, evidence.StepDryRun}
+	receiptSteps   = []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepIdentityFinal}
+)
+
+// preflightRun is the run view of a preflight report.
+func preflightRun(p *evidence.Preflight, prefix string) *run {
+	return &run{prefix: prefix, command: p.Command, wantCommand: evidence.CommandPreflight, target: p.Target,
+		inputs: p.Inputs, kubeconfig: p.Kubeconfig, manifest: p.Manifest, lockReport: p.LockReport, lock: p.Lock,
+		clusterUID: p.ClusterUID, fieldManager: p.FieldManager, execs: p.Execs, steps: preflightSteps}
+}
+
+// preflightRoot audits a preflight report that is the audit's subject.
+func (a *auditor) preflightRoot(root evidence.Descriptor) {
+	var p evidence.Preflight
+	if !a.check("preflight", func() (string, error) { return loadPreflight(a, root, &p) }) {
+		return
+	}
+	r := preflightRun(&p, "")
+	a.runChecks(r)
+	a.published("published", evidence.IndexPreflights, root, root)
+}
+
+func loadPreflight(a *auditor, d evidence.Descriptor, p *evidence.Preflight) (string, error) {
+	if err := a.load(d, evidence.MediaTypePreflight, p); err != nil {
+		return "", err
+	}
+	if !p.NetworkAccess || p.KubernetesMutation {
+		return "", refuse.New(CodeClaim, "preflight %s claims networkAccess %v and kubernetesMutation %v; a preflight reads the network and mutates nothing",
+			d.Digest, p.NetworkAccess, p.KubernetesMutation)
+	}
+	return fmt.Sprintf("preflight report %s, target %s", d.Digest, p.Target), nil
+}
+
+// runChecks applies the checks shared by preflight reports and receipts, each only when what it
+// needs was established by the checks before it.
+func (a *auditor) runChecks(r *run) []execRun {
+	if !a.commandCheck(r) {
+		return nil
+	}
+	a.inputsCheck(r)
+	a.kubeconfigCheck(r)
+	a.lockCheck(r)
+	runs, _ := a.execsCheck(r)
+	return runs
+}
+
+// receipt audits a receipt, the preflight it consumed and the intent it wrote or recovered from.
+func (a *auditor) receipt(root evidence.Descriptor) {
+	var rc evidence.Receipt
+	if !a.check("receipt", func() (string, error) {
+		if err := a.load(root, evidence.MediaTypeReceipt, &rc); err != nil {
+			return "", err
+		}
+		if rc.CrossResourceAtomicity || !rc.NetworkAccess || !rc.KubernetesMutation {
+			return "", refuse.New(CodeClaim, "receipt claims crossResourceAtomicity %v, networkAccess %v, kubernetesMutation %v",
+				rc.CrossResourceAtomicity, rc.NetworkAccess, rc.KubernetesMutation)
+		}
+		return fmt.Sprintf("receipt %s, target %s, recovered %v", root.Digest, rc.Target, rc.Recovered), nil
+	}) {
+		return
+	}
+	a.report.Recovered = rc.Recovered
+	r := &run{command: rc.Command, wantCommand: evidence.CommandApply, target: rc.Target, inputs: rc.Inputs,
+		kubeconfig: rc.Kubeconfig, manifest: rc.Manifest, lockReport: rc.LockReport, lock: rc.Lock,
+		clusterUID: rc.ClusterUID, fieldManager: rc.FieldManager, execs: rc.Execs, steps: receiptSteps}
+	runs := a.runChecks(r)
+	if r.pc == nil {
+		return
+	}
+	a.check("pins", func() (string, error) {
+		if rc.KubectlDigest != r.pc.Command.Kubectl.Digest {
+			return "", refuse.New(CodeKubectl, "receipt names kubectl %s, the command pins %s", rc.KubectlDigest, r.pc.Command.Kubectl.Digest)
+		}
+		if rc.KubeconfigDigest != r.pc.Command.Kubeconfig.Digest {
+			return "", refuse.New(CodeKubeconfig, "receipt names kubeconfig %s, the command pins %s", rc.KubeconfigDigest, r.pc.Command.Kubeconfig.Digest)
+		}
+		return "receipt names the pinned kubectl and kubeconfig", nil
+	})
+	a.preflightLink(r, &rc)
+	a.intentLink(r, &rc)
+	if runs != nil {
+		a.convergenceCheck(r, runs, rc.Objects)
+	}
+	a.published("published", evidence.IndexReceipts, evidence.Descriptor{Digest: r.pc.Digest}, root)
+}
+
+// preflightLink checks that the receipt's preflight is the one its command consumed, that it
+// binds the same target, and audits that preflight in full.
+func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) {
+	var p evidence.Preflight
+	if !a.check("preflight", func() (string, error) {
+		if r.pc.Command.Preflight == nil || *r.pc.Command.Preflight != rc.Preflight.Digest {
+			return "", refuse.New(CodePreflight, "receipt names preflight %s, its command consumes another", rc.Preflight.Digest)
+		}
+		detail, err := loadPreflight(a, rc.Preflight, &p)
+		if err != nil {
+			return "", err
+		}
+		if p.Target != rc.Target {
+			return "", refuse.New(CodeTarget, "preflight %s binds target %s, the receipt binds %s", rc.Preflight.Digest, p.Target, rc.Target)
+		}
+		return detail, nil
+	}) {
+		return
+	}
+	pr := preflightRun(&p, "preflight.")
+	a.runChecks(pr)
+	a.published("preflight.published", evidence.IndexPreflights, rc.Preflight, rc.Preflight)
+}
+
+// intentLink checks the apply intent: it binds this command, preflight, target and cluster, and
+// its identity read and dry-run are this run's (or, in a recovery, an earlier attempt's, audited
+// the same way).
+func (a *auditor) intentLink(r *run, rc *evidence.Receipt) {
+	var in evidence.Intent
+	if !a.check("intent", func() (string, error) {
+		if err := a.load(rc.Intent, evidence.MediaTypeIntent, &in); err != nil {
+			return "", err
+		}
+		if in.Command != rc.Command || in.Preflight != rc.Preflight || in.Target != rc.Target {
+			return "", refuse.New(CodeIntent, "intent %s binds another command, preflight or target than the receipt", rc.Intent.Digest)
+		}
+		if in.ClusterUID != r.pc.Command.ExpectedClusterUID {
+			return "", refuse.New(CodeClusterUID, "intent %s names cluster %s, the command expects %s", rc.Intent.Digest, in.ClusterUID, r.pc.Command.ExpectedClusterUID)
+		}
+		if !rc.Recovered && !slices.Equal(in.Execs, rc.Execs[:min(2, len(rc.Execs))]) {
+			return "", refuse.New(CodeIntent, "intent %s does not hold this run's identity read and dry-run", rc.Intent.Digest)
+		}
+		return fmt.Sprintf("intent %s written before the mutation (recovered %v)", rc.Intent.Digest, rc.Recovered), nil
+	}) {
+		return
+	}
+	if rc.Recovered {
+		ir := *r
+		ir.prefix, ir.execs, ir.steps, ir.clusterUID = "intent.", in.Execs, preflightSteps, in.ClusterUID
+		a.execsCheck(&ir)
+	}
+	a.published("intent.published", evidence.IndexIntents, evidence.Descriptor{Digest: r.pc.Digest}, rc.Intent)
+}
+
+// published checks that the store's index names want under key: the ceremony writes the index
+// entry only after the record, so an unindexed record was never published.
+func (a *auditor) published(name, kind string, key, want evidence.Descriptor) {
+	a.check(name, func() (string, error) {
+		got, ok, err := a.src.GetIndex(kind, key.Digest)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", refuse.New(CodeUnpublished, "index %s has no entry for %s", kind, key.Digest)
+		}
+		if got != want {
+			return "", refuse.New(CodeUnpublished, "index %s entry %s names %s, not %s", kind, key.Digest, got.Digest, want.Digest)
+		}
+		return fmt.Sprintf("index %s/%s names %s", kind, key.Digest.Encoded()[:12], want.Digest), nil
+	})
+}

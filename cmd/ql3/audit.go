@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/evidence"
+)
+
+func init() {
+	registerCommand(func(o *RootOptions) *cobra.Command {
+		return &cobra.Command{
+			Use:   "audit DIGEST",
+			Short: "Audit a receipt or preflight report offline, re-deriving every verdict from the store",
+			Long: "Audit a receipt or a preflight report from a copy of the evidence store alone: no network\n" +
+				"connection is opened and no program is run. Exit 0 only if every check passes.",
+			Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, a []string) error {
+				st, err := o.OpenStore()
+				if err != nil {
+					return err
+				}
+				d, err := evidence.ParseDigest(a[0])
+				if err != nil {
+					return err
+				}
+				rep, err := audit.Audit(st, d)
+				if err != nil {
+					return err
+				}
+				return o.printAudit(cmd.OutOrStdout(), rep)
+			},
+		}
+	})
+}
+
+// printAudit prints the report (one line per check, or the report object under --output json) and
+// returns its refusal, marked as printed so that the JSON result object is not printed twice.
+func (o *RootOptions) printAudit(w io.Writer, rep *audit.Report) error {
+	if o.Output == "json" {
+		if err := o.printResult(w, rep, ""); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range rep.Checks {
+			if c.OK {
+				fmt.Fprintf(w, "ok    %s: %s\n", c.Name, c.Detail)
+			} else {
+				fmt.Fprintf(w, "FAIL  %s: %s: %s\n", c.Name, c.Code, c.Detail)
+			}
+		}
+		for _, n := range rep.NotChecked {
+			fmt.Fprintf(w, "not checked: %s\n", n)
+		}
+		verdict := "passed"
+		if !rep.OK {
+			verdict = "FAILED"
+		}
+		fmt.Fprintf(w, "audit of %s %s %s: %d checks, externalResultsReplayed %v, crossResourceAtomicity %v\n",
+			rep.Kind, rep.Subject, verdict, len(rep.Checks), rep.ExternalResultsReplayed, rep.CrossResourceAtomicity)
+	}
+	if err := rep.Err(); err != nil {
+		return printedError{err}
+	}
+	return nil
+}
