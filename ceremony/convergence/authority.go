@@ -52,7 +52,7 @@ func checkAuthority(a *lock.Authority, lo *liveObject) error {
 		v, ok := anns[k].(string)
 		if !ok || v != a.Annotations[k] {
 			return refuse.New(CodeAnnotationMismatch, "image authority %s (%s): annotation %s is missing or differs from the lock",
-				safe(a.Role), lo.res, p).
+				refuse.Ident(a.Role), lo.res, p).
 				WithHint("another manager changed the release annotation after the apply")
 		}
 		annPaths = append(annPaths, p)
@@ -60,14 +60,14 @@ func checkAuthority(a *lock.Authority, lo *liveObject) error {
 	for _, p := range imagePaths {
 		if !lo.owned(p) {
 			return refuse.New(CodeImageNotOwned, "image authority %s (%s): %s is not owned by manager %s with operation Apply; owned by %s",
-				safe(a.Role), lo.res, p, safeManager(lo), ownersOf(lo, p)).
+				refuse.Ident(a.Role), lo.res, p, safeManager(lo), ownersOf(lo, p)).
 				WithHint("another manager took the image field after the apply, even if it holds the lock's value now")
 		}
 	}
 	for _, p := range annPaths {
 		if !lo.owned(p) {
 			return refuse.New(CodeAnnotationNotOwned, "image authority %s (%s): annotation %s is not owned by manager %s with operation Apply; owned by %s",
-				safe(a.Role), lo.res, p, safeManager(lo), ownersOf(lo, p)).
+				refuse.Ident(a.Role), lo.res, p, safeManager(lo), ownersOf(lo, p)).
 				WithHint("another manager took the release annotation after the apply, even if it holds the lock's value now")
 		}
 	}
@@ -95,7 +95,7 @@ func checkContainerCounts(a *lock.Authority, lo *liveObject) error {
 		list, _ := spec[field].([]any)
 		if len(list) != want {
 			return refuse.New(CodeImageMismatch, "image authority %s (%s): %s holds %d containers, the lock %d",
-				safe(a.Role), lo.res, p.key(field), len(list), want).
+				refuse.Ident(a.Role), lo.res, p.key(field), len(list), want).
 				WithHint("every container that runs must carry an image of the lock; another manager added or removed one")
 		}
 	}
@@ -123,7 +123,7 @@ func imagePath(a *lock.Authority, c lock.Container, lo *liveObject) (fieldPath, 
 	}
 	if found != 1 {
 		return nil, refuse.New(CodeImageMismatch, "image authority %s (%s): container %s appears %d times in %s of the live object, not once",
-			safe(a.Role), lo.res, safe(c.Name), found, p)
+			refuse.Ident(a.Role), lo.res, refuse.Ident(c.Name), found, p)
 	}
 	shown := pathElem{index: at}
 	if isIdent(c.Name) {
@@ -131,7 +131,7 @@ func imagePath(a *lock.Authority, c lock.Container, lo *liveObject) (fieldPath, 
 	}
 	p = append(p, shown, pathElem{key: "image", index: -1})
 	if img, ok := list[at].(map[string]any)["image"].(string); !ok || img != c.Image {
-		return nil, refuse.New(CodeImageMismatch, "image authority %s (%s): %s is not the lock's image", safe(a.Role), lo.res, p).
+		return nil, refuse.New(CodeImageMismatch, "image authority %s (%s): %s is not the lock's image", refuse.Ident(a.Role), lo.res, p).
 			WithHint("another manager changed the image after the apply (kubectl set image, a patch, a controller)")
 	}
 	return p, nil

@@ -63,7 +63,7 @@ func decodeOutput(b []byte) ([]map[string]any, error) {
 	// kubectl's List wrapper: apiVersion v1, kind List, items, and a metadata object.
 	for k := range obj {
 		if k != "apiVersion" && k != "kind" && k != "items" && k != "metadata" {
-			return nil, refuse.New(CodeOutputInvalid, "convergence read List carries the unexpected member %s", safe(k))
+			return nil, refuse.New(CodeOutputInvalid, "convergence read List carries the unexpected member %s", refuse.Ident(k))
 		}
 	}
 	if obj["apiVersion"] != "v1" {

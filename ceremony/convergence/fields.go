@@ -46,9 +46,9 @@ func checkFields(o *manifest.Object, lo *liveObject) error {
 // safeManager names our field manager, noting when the object carries no entry of it at all.
 func safeManager(lo *liveObject) string {
 	if lo.ours == nil {
-		return safe(lo.fieldManager) + " (no entry on this object)"
+		return refuse.Ident(lo.fieldManager) + " (no entry on this object)"
 	}
-	return safe(lo.fieldManager)
+	return refuse.Ident(lo.fieldManager)
 }
 
 // skipped reports whether key k at the current path is an identity field, compared by identify

@@ -31,9 +31,9 @@ type manager struct {
 }
 
 func (m *manager) String() string {
-	s := safe(m.name) + " (" + safe(m.operation)
+	s := refuse.Ident(m.name) + " (" + refuse.Ident(m.operation)
 	if m.subresource != "" {
-		s += ", subresource " + safe(m.subresource)
+		s += ", subresource " + refuse.Ident(m.subresource)
 	}
 	return s + ")"
 }
@@ -79,7 +79,7 @@ func parseManagedFields(v any, fieldManager string) ([]*manager, *manager, error
 		all = append(all, m)
 		if m.name == fieldManager && m.operation == "Apply" && m.subresource == "" {
 			if ours != nil {
-				return nil, nil, fmt.Errorf("entries of manager %s with operation Apply repeat", safe(fieldManager))
+				return nil, nil, fmt.Errorf("entries of manager %s with operation Apply repeat", refuse.Ident(fieldManager))
 			}
 			ours = m
 		}
@@ -112,7 +112,7 @@ func parseEntry(e any) (*manager, error) {
 	}
 	set, err := parseSet(obj["fieldsV1"], 0)
 	if err != nil {
-		return nil, fmt.Errorf("manager %s: fieldsV1: %w", safe(m.name), err)
+		return nil, fmt.Errorf("manager %s: fieldsV1: %w", refuse.Ident(m.name), err)
 	}
 	m.set = set
 	return m, nil
@@ -153,7 +153,7 @@ func parseSet(v any, depth int) (*fnode, error) {
 		case "i":
 			err = n.addIndex(rest, child)
 		default:
-			err = fmt.Errorf("member %s has no f:, k:, v: or i: prefix", safe(k))
+			err = fmt.Errorf("member %s has no f:, k:, v: or i: prefix", refuse.Ident(k))
 		}
 		if err != nil {
 			return nil, err

@@ -3,8 +3,6 @@ package convergence
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/lock"
@@ -150,29 +148,7 @@ func checkAuthorityShape(i int, a *lock.Authority) error {
 // resourceName renders kind/namespace/name (kind/name when cluster-scoped or namespace-less).
 func resourceName(kind, namespace, name string) string {
 	if namespace == "" {
-		return safe(kind) + "/" + safe(name)
+		return refuse.Ident(kind) + "/" + refuse.Ident(name)
 	}
-	return safe(kind) + "/" + safe(namespace) + "/" + safe(name)
-}
-
-// safe renders an identifier from the manifest or the live read for a message: plain when it is
-// a short run of identifier characters, else quoted (control characters escaped) and truncated.
-func safe(s string) string {
-	const max = 96
-	plain := len(s) > 0 && len(s) <= max
-	for i := 0; plain && i < len(s); i++ {
-		c := s[i]
-		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '/' || c == ':'
-	}
-	if plain {
-		return s
-	}
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "..."
-	}
-	return strconv.Quote(s)
+	return refuse.Ident(kind) + "/" + refuse.Ident(namespace) + "/" + refuse.Ident(name)
 }

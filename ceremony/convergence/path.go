@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/qinglong/ql3/internal/refuse"
 )
 
 // pathElem is one step of a field path: a map key, or a list index (the manifest's and the live
@@ -77,7 +79,7 @@ func isIdent(s string) bool {
 // quoteKey quotes a map key (annotation keys, data keys) for a path, truncating long ones.
 func quoteKey(k string) string {
 	if len(k) > 96 {
-		return safe(k)
+		return refuse.Ident(k)
 	}
 	return strconv.Quote(k)
 }

@@ -44,11 +44,11 @@ func annotationsAt(o *manifest.Object, p []string) (map[string]string, error) {
 	for _, k := range sortedKeys(m) {
 		s, ok := m[k].(string)
 		if !ok {
-			return nil, refuse.New(CodeAnnotationsInvalid, "%s: %s.%s is not a string", desc(o), render(p), safe(k))
+			return nil, refuse.New(CodeAnnotationsInvalid, "%s: %s.%s is not a string", desc(o), render(p), refuse.Ident(k))
 		}
 		for _, r := range releaseAnnotations {
 			if k != r && strings.EqualFold(k, r) {
-				return nil, refuse.New(CodeAnnotationMismatch, "%s: annotation %s at %s differs from release annotation %s only in case", desc(o), safe(k), render(p), r)
+				return nil, refuse.New(CodeAnnotationMismatch, "%s: annotation %s at %s differs from release annotation %s only in case", desc(o), refuse.Ident(k), render(p), r)
 			}
 		}
 		out[k] = s

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/qinglong/ql3/evidence/manifest"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -234,33 +233,16 @@ func render(p []string) string {
 			continue
 		}
 		b.WriteString(".")
-		b.WriteString(safe(k))
+		b.WriteString(refuse.Ident(k))
 	}
 	return b.String()
 }
 
 // desc names an object for a message.
 func desc(o *manifest.Object) string {
-	name := safe(o.Name)
+	name := refuse.Ident(o.Name)
 	if o.Namespace != "" {
-		name = safe(o.Namespace) + "/" + name
+		name = refuse.Ident(o.Namespace) + "/" + name
 	}
-	return "document " + strconv.Itoa(o.Index) + " (" + safe(o.Kind) + " " + name + ")"
-}
-
-// safe renders an identifier from the manifest: plain when it is a short run of identifier
-// characters, else quoted and truncated.
-func safe(s string) string {
-	const max = 64
-	if len(s) > 0 && len(s) <= max && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:") == "" {
-		return s
-	}
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "..."
-	}
-	return strconv.Quote(s)
+	return "document " + strconv.Itoa(o.Index) + " (" + refuse.Ident(o.Kind) + " " + name + ")"
 }

@@ -140,7 +140,7 @@ func identify(o *Object, m map[string]any, c chunk) error {
 		return at(CodeKind, "kind is missing or not a non-empty string")
 	}
 	if len(o.Kind) >= 4 && strings.EqualFold(o.Kind[len(o.Kind)-4:], "list") {
-		return at(CodeList, "kind "+quoteKey(o.Kind)+" is a list: kubectl would expand its items")
+		return at(CodeList, "kind "+refuse.Ident(o.Kind)+" is a list: kubectl would expand its items")
 	}
 	for k := range m {
 		if strings.EqualFold(k, "items") {
@@ -174,7 +174,7 @@ func caseDuplicates(m map[string]any, where string) error {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		l := strings.ToLower(k)
 		if other, dup := seen[l]; dup {
-			return errors.New("members " + quoteKey(other) + " and " + quoteKey(k) + " of " + where + " differ only in case")
+			return errors.New("members " + refuse.Ident(other) + " and " + refuse.Ident(k) + " of " + where + " differ only in case")
 		}
 		seen[l] = k
 	}

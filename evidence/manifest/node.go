@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
@@ -62,23 +61,7 @@ func (p *path) String() string {
 	if p.index >= 0 {
 		return p.parent.String() + "[" + strconv.Itoa(p.index) + "]"
 	}
-	return p.parent.String() + "." + quoteKey(p.key)
-}
-
-// quoteKey renders a member name for a message: plain when it is a short identifier, else quoted
-// and truncated.
-func quoteKey(k string) string {
-	if len(k) > 0 && len(k) <= 64 && strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_/") == "" {
-		return k
-	}
-	if len(k) > 64 {
-		cut := 64
-		for cut > 0 && !utf8.RuneStart(k[cut]) {
-			cut--
-		}
-		return strconv.Quote(k[:cut]) + "..."
-	}
-	return strconv.Quote(k)
+	return p.parent.String() + "." + refuse.Ident(p.key)
 }
 
 func (w *walker) fail(code refuse.Code, n *yaml3.Node, p *path, what string) *refuse.Error {

@@ -13,6 +13,9 @@ package refuse
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Code is a stable, upper-case reason code such as OBJECT_CORRUPT.
@@ -89,3 +92,24 @@ func As(err error) (*Error, bool) {
 	ok := errors.As(err, &r)
 	return r, ok
 }
+
+// Ident renders a name taken from untrusted input (a member name, an object name, a manager) for
+// a message: as is when it is a short run of identifier characters, else quoted (so control and
+// look-alike characters show) and cut at a rune boundary after 64 bytes, so that a hostile input
+// can neither forge a message nor make it arbitrarily long.
+func Ident(s string) string {
+	const max = 64
+	if len(s) > 0 && len(s) <= max && strings.Trim(s, identChars) == "" {
+		return s
+	}
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return strconv.Quote(s[:cut]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+const identChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:"
