@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 // verifies clean, every published receipt and preflight passes the offline audit, and no
 // credential appears in the store or in anything the ceremony printed or returned.
 type bed struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	store string
 	ns    string
@@ -71,7 +72,7 @@ func writePrivate(t testing.TB, path string, b []byte) {
 
 // newBed materializes the synthetic 3.4.1 release into a fresh namespace (created unless
 // createNamespace is false); edit, if not nil, changes the unlocked manifest first.
-func newBed(t *testing.T, createNamespace bool, edit func(unlocked string) string) *bed {
+func newBed(t testing.TB, createNamespace bool, edit func(unlocked string) string) *bed {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -165,8 +166,12 @@ func (b *bed) note(err error) {
 }
 
 func (b *bed) preflight() (*ceremony.Result, error) {
-	res, err := ceremony.Preflight(context.Background(), ceremony.Options{
-		CommandFile: b.writeCommand("preflight.json", evidence.CommandPreflight, ""), Progress: &b.out})
+	return b.preflightFile(b.writeCommand("preflight.json", evidence.CommandPreflight, ""))
+}
+
+// preflightFile runs ceremony.Preflight on a command file as it is.
+func (b *bed) preflightFile(file string) (*ceremony.Result, error) {
+	res, err := ceremony.Preflight(context.Background(), ceremony.Options{CommandFile: file, Progress: &b.out})
 	b.note(err)
 	return res, err
 }
@@ -213,6 +218,94 @@ func (b *bed) wantRefused(err error, code refuse.Code, publishedPreflights int) 
 	if n := b.count(evidence.IndexReceipts); n != 0 {
 		b.t.Fatalf("a refused run published %d receipts", n)
 	}
+}
+
+// wantNoIntent asserts that no apply intent was written: the refusal came before any mutation.
+func (b *bed) wantNoIntent() {
+	b.t.Helper()
+	if n := b.count(evidence.IndexIntents); n != 0 {
+		b.t.Fatalf("%d apply intents were written before the refusal", n)
+	}
+}
+
+// repin rewrites the input of command field name (manifest, lockReport or kubeconfig) with data
+// as a private file and pins its new digest, so that only the check under test can refuse it.
+func (b *bed) repin(name string, data []byte) {
+	writePrivate(b.t, b.field(name, "path"), data)
+	b.set(name, "digest", string(evidence.FromBytes(data)))
+}
+
+// unreferencedExecs returns the stored exec records no index entry reaches: those of a run that
+// was refused before it published anything.
+func (b *bed) unreferencedExecs() []evidence.Exec {
+	b.t.Helper()
+	st, err := store.Open(b.store)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	rep, err := st.Verify()
+	if err != nil || !rep.OK() {
+		b.t.Fatalf("store verify: %v %+v", err, rep)
+	}
+	var out []evidence.Exec
+	for _, d := range rep.Unreferenced {
+		raw, err := st.Get(d)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		var e evidence.Exec
+		if evidence.DecodeRecord(evidence.MediaTypeExec, raw, &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// blob returns a stored object's bytes.
+func (b *bed) blob(d evidence.Descriptor) []byte {
+	b.t.Helper()
+	st, err := store.Open(b.store)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	raw, err := st.GetDescriptor(d)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return raw
+}
+
+// privateKubectl copies the real kubectl (about 61 MB) into a fresh private 0700 directory, mode
+// 0755, so that a test may change its mode, links or path without touching the shared tool cache.
+func privateKubectl(t testing.TB) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(cluster.KubectlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	p := filepath.Join(dir, "kubectl")
+	dst, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // check runs when the test ends: store verify, the audit of every published root, and the
