@@ -31,6 +31,10 @@ var (
 	// Several: `Apply failed with N conflicts: conflicts with "M" ...:` then `- .path` lines.
 	reManyConflicts = regexp.MustCompile(`Apply failed with \d+ conflicts: conflicts with "([^"]*)"`)
 	reNamespace     = regexp.MustCompile(`namespaces "([^"]*)" not found`)
+	// A server-side apply refuses an unknown field or a value of the wrong type while it builds
+	// the typed patch, before validation proper: `failed to create typed patch object
+	// (NS/NAME; GROUP/VERSION, Kind=KIND): .path: field not declared in schema`.
+	reTypedPatch = regexp.MustCompile(`failed to create typed patch object \(([^;()]*); [^,()]*, Kind=([A-Za-z0-9]*)\): (\.\S*?):`)
 )
 
 // Conflict is what a conflicting dry-run names.
@@ -86,6 +90,10 @@ func classifyDryRun(step string, exit int, stdout, stderr []byte, objects []Reso
 	if m := reNamespace.FindSubmatch(stderr); m != nil {
 		return refuse.New(CodeDryRunNamespace, "%s: namespace %q does not exist", step, string(m[1])).
 			WithHint("create the namespace first: ql3 never creates it")
+	}
+	if m := reTypedPatch.FindSubmatch(stderr); m != nil {
+		return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused %s %s field %s (exit %d, %d bytes of stderr stored)",
+			step, refuse.Ident(string(m[2])), refuse.Ident(string(m[1])), refuse.Ident(string(m[3])), exit, len(stderr))
 	}
 	for _, s := range []string{"strict decoding error", "error validating", "is invalid", "unknown field", "duplicate field", "BadRequest"} {
 		if bytes.Contains(stderr, []byte(s)) {

@@ -40,6 +40,12 @@ func TestClassifyDryRun(t *testing.T) {
 		// strict decoding
 		{name: "strict", stderr: "Error from server (BadRequest): error when creating \"STDIN\": Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.bogus\"\n",
 			code: CodeDryRunValidation},
+		// server-side apply: an unknown field (stderr captured from kube-apiserver 1.34)
+		{name: "typed patch unknown field", stderr: "Error from server: failed to create typed patch object (ns-1/qinglong-api; apps/v1, Kind=Deployment): .spec.template.spec.containers[name=\"api\"].bogusField: field not declared in schema\n",
+			code: CodeDryRunValidation, contains: []string{"Deployment", "ns-1/qinglong-api", `bogusField"`}},
+		// server-side apply: a value of the wrong type, core group (captured)
+		{name: "typed patch wrong type", stderr: "Error from server: failed to create typed patch object (ns-1/qinglong-web; /v1, Kind=Service): .spec.sessionAffinityConfig: expected map, got &{yes-please}\n",
+			code: CodeDryRunValidation, contains: []string{"Service", "ns-1/qinglong-web", ".spec.sessionAffinityConfig"}},
 		// invalid object
 		{name: "invalid", stderr: "The ConfigMap \"ql-config\" is invalid: metadata.name: Invalid value\n", code: CodeDryRunValidation},
 		// anything else

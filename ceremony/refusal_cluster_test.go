@@ -147,7 +147,7 @@ func TestCeremonyRefusesKubectl(t *testing.T) {
 		// Not executable by its owner.
 		{"not executable", chmod(0o644), stablefile.CodeExecNotExecutable},
 		// setuid: stricter than DESIGN, refused as well.
-		{"setuid", chmod(os.ModeSetuid|0o755), stablefile.CodeExecSetID},
+		{"setuid", chmod(os.ModeSetuid | 0o755), stablefile.CodeExecSetID},
 		// The pinned path is a symlink to the good copy.
 		{"symlinked path", func(t *testing.T) (string, string, func()) {
 			link := filepath.Join(dir, "kubectl-link")
