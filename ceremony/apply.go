@@ -2,6 +2,7 @@ package ceremony
 
 import (
 	"context"
+	"strings"
 
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/ceremony/kubeout"
@@ -139,13 +140,19 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 }
 
 // partial adds the partial-apply hint to a refusal raised after the mutation may have happened.
+// A refusal that carries its own hint (the convergence verifier's, kubectl's) keeps it, followed
+// by the partial-apply hint: the operator must learn both what went wrong and what state the
+// cluster may be in.
 func partial(err error) error {
 	if err == nil {
 		return nil
 	}
 	if r, ok := refuse.As(err); ok {
-		if r.Hint == "" {
+		switch {
+		case r.Hint == "":
 			r.Hint = partialHint
+		case !strings.Contains(r.Hint, partialHint):
+			r.Hint += "; " + partialHint
 		}
 		return r
 	}
