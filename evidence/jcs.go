@@ -29,6 +29,41 @@ func Canonicalize(b []byte) ([]byte, error) {
 	return canonicalTree(root, lits, len(b))
 }
 
+// Validate applies every check of Canonicalize (strict JSON, UTF-8, surrogates, numbers, limits,
+// duplicate member names) without serializing: for live output that is judged, never stored in
+// canonical form, it costs the parse alone.
+func Validate(b []byte) error {
+	root, _, err := parseStrict(b)
+	if err != nil {
+		return err
+	}
+	return checkDuplicates(root)
+}
+
+// checkDuplicates refuses an object with two members of one decoded name, anywhere in n.
+func checkDuplicates(n *node) error {
+	switch n.kind {
+	case kArray:
+		for _, e := range n.elems {
+			if err := checkDuplicates(e); err != nil {
+				return err
+			}
+		}
+	case kObject:
+		if len(n.keys) > 1 {
+			if _, err := sortedMembers(n); err != nil {
+				return err
+			}
+		}
+		for _, e := range n.elems {
+			if err := checkDuplicates(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // canonicalTree serializes root; sizeHint (the input length) presizes the output, which is never
 // much longer than the input, so large documents are not copied over and over while growing.
 func canonicalTree(root *node, lits [][]byte, sizeHint int) ([]byte, error) {

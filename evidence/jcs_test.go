@@ -229,6 +229,9 @@ func FuzzCanonicalize(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := Canonicalize(in)
+		if verr := Validate(in); refuse.CodeOf(verr) != refuse.CodeOf(err) {
+			t.Fatalf("Validate %v, Canonicalize %v", verr, err)
+		}
 		if err != nil {
 			if refuse.CodeOf(err) == "" || refuse.CodeOf(err) == CodeCanonicalize {
 				t.Fatalf("refusal without a proper code: %v", err)
@@ -259,4 +262,19 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("output %s is not the same json as the input", out)
 		}
 	})
+}
+
+// TestValidateAgreesWithCanonicalize: Validate accepts exactly what Canonicalize accepts, with
+// the same reason code (FuzzCanonicalize checks the same property on every input it tries).
+func TestValidateAgreesWithCanonicalize(t *testing.T) {
+	ins := append(canonicalizeSeeds(), `01`, `+1`, `.5`, `1.`, `0x10`, `NaN`, `1e400`, `"\ud800"`, `"\udc00x"`,
+		"\xff", `[1,]`, `{"a":1}x`, strings.Repeat("[", MaxDepth+1)+strings.Repeat("]", MaxDepth+1),
+		`{"a":1,"\u0061":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1,"\u0078":2}]`, `{"a":1,"b":[1,2,{"c":null}]}`)
+	for _, in := range ins {
+		_, cerr := Canonicalize([]byte(in))
+		verr := Validate([]byte(in))
+		if refuse.CodeOf(cerr) != refuse.CodeOf(verr) {
+			t.Errorf("%q: Canonicalize %v, Validate %v", in, cerr, verr)
+		}
+	}
 }

@@ -44,7 +44,7 @@ func decodeOutput(b []byte) ([]map[string]any, error) {
 	// The strict parser proves what encoding/json would let pass silently: duplicate keys (it
 	// keeps the last), invalid UTF-8 (it substitutes U+FFFD), lone surrogates, excessive nesting.
 	// After it, encoding/json and the strict parser read the same document.
-	if _, err := evidence.Canonicalize(b); err != nil {
+	if err := evidence.Validate(b); err != nil {
 		return nil, refuse.Wrap(CodeOutputInvalid, err, "convergence read stdout is not strictly valid json")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

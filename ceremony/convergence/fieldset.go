@@ -165,7 +165,7 @@ func parseSet(v any, depth int) (*fnode, error) {
 // parseEmbedded decodes the JSON text inside a k: or v: member under the same strict rules as the
 // stdout itself.
 func parseEmbedded(s string) (any, error) {
-	if _, err := evidence.Canonicalize([]byte(s)); err != nil {
+	if err := evidence.Validate([]byte(s)); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))

@@ -36,7 +36,7 @@ func NamespaceUID(stdout []byte) (string, error) {
 	if len(stdout) > MaxIdentityOutput {
 		return "", refuse.New(CodeIdentityOutput, "identity read printed %d bytes, more than %d", len(stdout), MaxIdentityOutput)
 	}
-	if _, err := evidence.Canonicalize(stdout); err != nil {
+	if err := evidence.Validate(stdout); err != nil {
 		return "", refuse.Wrap(CodeIdentityOutput, err, "identity read output is not strict json")
 	}
 	var ns struct {
