@@ -1,0 +1,173 @@
+package ceremony_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/evidence"
+	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
+	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/store"
+)
+
+// benchNsPerOp keeps the last ns/op of each BenchmarkApply sub-benchmark, so that the later ones
+// can report their ratio to the earlier ones (sub-benchmarks run in declaration order).
+var benchNsPerOp = map[string]float64{}
+
+func nsPerOp(b *testing.B) float64 { return float64(b.Elapsed().Nanoseconds()) / float64(b.N) }
+
+// cpuTime is this process's own user+system CPU time (RUSAGE_SELF: kubectl children excluded).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fiveSteps are the kubectl runs an apply cannot avoid (DESIGN §6), with whether each reads the
+// manifest on stdin.
+var fiveSteps = []struct {
+	step  string
+	stdin bool
+}{
+	{evidence.StepIdentity, false}, {evidence.StepDryRun, true}, {evidence.StepApply, true},
+	{evidence.StepConvergence, true}, {evidence.StepIdentityFinal, false},
+}
+
+// BenchmarkApply compares, on the real cluster and in one run, an apply of the synthetic 3.4.1
+// release (6 objects, already applied once, so every iteration is the steady-state re-apply):
+//
+//	bare-kubectl-apply  one `kubectl apply --server-side -f=-`, DESIGN §6 environment, fresh cache
+//	five-kubectl-calls  identity, dry-run, apply, convergence get, identity, back to back through
+//	                    internal/kubectl's Runner (the ceremony's exact argv and environment)
+//	ql3-apply           ceremony.Apply of a fresh apply command (fresh store) per iteration; its
+//	                    preflight is not timed
+//	interleaved         one of each of the three per iteration, so that load from elsewhere on the
+//	                    machine weighs on all three alike; reports each one's mean and the ratios
+//
+// ql3-apply reports its ratios to the other two (goal: x-five-calls <= 1.10) and ql3's own CPU
+// time (RUSAGE_SELF, kubectl excluded) as a share of its wall time.
+func BenchmarkApply(b *testing.B) {
+	bare, five, full := newBed(b, true, nil), newBed(b, true, nil), newBed(b, true, nil)
+	ctx := context.Background()
+	bareManifest, fiveManifest := bare.blobFile("manifest"), five.blobFile("manifest")
+	runBare := func(b *testing.B) {
+		if _, se, err := cluster.Kubectl(ctx, bareManifest, "apply", "--server-side", "-f=-"); err != nil {
+			b.Fatalf("bare apply: %v %s", err, se)
+		}
+	}
+	exe, err := stablefile.OpenExecutable(cluster.KubectlPath, cluster.KubectlDigest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exe.Close()
+	runner := &kubectlrun.Runner{Exe: exe, Kubeconfig: cluster.KubeconfigBytes(), Context: cluster.Context,
+		Timeout: ceremony.DefaultStepTimeout, MaxOutput: ceremony.MaxKubectlOutput}
+	runFive := func(b *testing.B) {
+		for _, s := range fiveSteps {
+			var stdin []byte
+			if s.stdin {
+				stdin = fiveManifest
+			}
+			res, err := runner.Run(ctx, s.step, stdin)
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("%s: %v (exit %v)", s.step, err, res)
+			}
+		}
+	}
+	// runQL3 applies a fresh apply command; only the apply runs with the timer on. It returns
+	// the apply's wall and own CPU time.
+	runQL3 := func(b *testing.B) (wall, cpu time.Duration) {
+		b.StopTimer()
+		af := full.freshApplyCommand(b)
+		b.StartTimer()
+		c0, w0 := cpuTime(b), time.Now()
+		res, err := ceremony.Apply(ctx, ceremony.Options{CommandFile: af})
+		wall, cpu = time.Since(w0), cpuTime(b)-c0
+		if err != nil || res.Offline || res.Recovered {
+			b.Fatalf("apply: %v %+v", err, res)
+		}
+		return wall, cpu
+	}
+	// Warm-up: the objects exist before any timed run.
+	runBare(b)
+	runFive(b)
+	full.mustApply()
+
+	b.Run("bare-kubectl-apply", func(b *testing.B) {
+		for range b.N {
+			runBare(b)
+		}
+		benchNsPerOp["bare"] = nsPerOp(b)
+	})
+	b.Run("five-kubectl-calls", func(b *testing.B) {
+		for range b.N {
+			runFive(b)
+		}
+		benchNsPerOp["five"] = nsPerOp(b)
+		if a := benchNsPerOp["bare"]; a > 0 {
+			b.ReportMetric(benchNsPerOp["five"]/a, "x-bare")
+		}
+	})
+	b.Run("ql3-apply", func(b *testing.B) {
+		var cpu, wall time.Duration
+		for range b.N {
+			w, c := runQL3(b)
+			wall, cpu = wall+w, cpu+c
+		}
+		c := nsPerOp(b)
+		b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "ql3-cpu-%")
+		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "ql3-cpu-ms/op")
+		if f := benchNsPerOp["five"]; f > 0 {
+			b.ReportMetric(c/f, "x-five-calls")
+		}
+		if a := benchNsPerOp["bare"]; a > 0 {
+			b.ReportMetric(c/a, "x-bare")
+		}
+	})
+	b.Run("interleaved", func(b *testing.B) {
+		var tBare, tFive, tQL3, cpu time.Duration
+		for range b.N {
+			t0 := time.Now()
+			runBare(b)
+			t1 := time.Now()
+			runFive(b)
+			tBare, tFive = tBare+t1.Sub(t0), tFive+time.Since(t1)
+			w, c := runQL3(b)
+			tQL3, cpu = tQL3+w, cpu+c
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(tBare.Milliseconds())/n, "bare-ms")
+		b.ReportMetric(float64(tFive.Milliseconds())/n, "five-ms")
+		b.ReportMetric(float64(tQL3.Milliseconds())/n, "ql3-ms")
+		b.ReportMetric(tFive.Seconds()/tBare.Seconds(), "five-x-bare")
+		b.ReportMetric(tQL3.Seconds()/tFive.Seconds(), "ql3-x-five-calls")
+		b.ReportMetric(tQL3.Seconds()/tBare.Seconds(), "ql3-x-bare")
+		b.ReportMetric(100*cpu.Seconds()/tQL3.Seconds(), "ql3-cpu-%")
+	})
+}
+
+var benchStores int
+
+// freshApplyCommand initialises a fresh store, runs the preflight into it and returns the apply
+// command: a new store is a new target, so every apply command is new and really applies.
+func (b *bed) freshApplyCommand(tb testing.TB) string {
+	benchStores++
+	dir := filepath.Join(b.dir, fmt.Sprintf("store-%d", benchStores))
+	if _, err := store.Init(dir); err != nil {
+		tb.Fatal(err)
+	}
+	b.stores = append(b.stores, dir)
+	b.cmd["store"] = dir
+	pre, err := b.preflight()
+	if err != nil {
+		tb.Fatalf("preflight: %v", err)
+	}
+	return b.applyFile(string(pre.Preflight))
+}
