@@ -188,7 +188,7 @@ func (b *bed) blobFile(name string) []byte {
 func TestCeremonyRefusesConflict(t *testing.T) {
 	vectors := []struct {
 		name                     string
-		take                     func(t *testing.T, b *bed) // takes the field before the preflight
+		take                     func(t *testing.T, b *bed) // takes the field through the API
 		resource, field, manager string
 	}{
 		// A server-side apply of one ConfigMap key with another value by manager "other".
@@ -218,18 +218,38 @@ func TestCeremonyRefusesConflict(t *testing.T) {
 		}, "deployment.apps/qinglong-web", ".metadata.annotations.qinglong.io/release-version", "kubectl-client-side-apply"},
 	}
 	for _, v := range vectors {
-		t.Run(v.name, func(t *testing.T) {
-			b := newBed(t, true, nil)
-			v.take(t, b)
-			_, err := b.preflight()
-			b.wantRefused(err, ceremony.CodeDryRunConflict, 0)
-			msg := err.Error()
-			for _, want := range []string{v.resource, " field " + v.field + " ", `"` + v.manager + `"`} {
-				if !strings.Contains(msg, want) {
-					t.Errorf("message %q does not name %q", msg, want)
-				}
+		// The field taken before the preflight (the preflight refuses), or between the preflight
+		// and the apply (the apply's own dry-run refuses, before its intent).
+		for _, between := range []bool{false, true} {
+			name := v.name + "/before the preflight"
+			if between {
+				name = v.name + "/between preflight and apply"
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				b := newBed(t, true, nil)
+				var err error
+				if between {
+					pre, perr := b.preflight()
+					if perr != nil {
+						t.Fatal(perr)
+					}
+					v.take(t, b)
+					_, err = b.apply(b.applyFile(string(pre.Preflight)))
+					b.wantRefused(err, ceremony.CodeDryRunConflict, 1)
+					b.wantNoIntent()
+				} else {
+					v.take(t, b)
+					_, err = b.preflight()
+					b.wantRefused(err, ceremony.CodeDryRunConflict, 0)
+				}
+				msg := err.Error()
+				for _, want := range []string{v.resource, " field " + v.field + " ", `"` + v.manager + `"`} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("message %q does not name %q", msg, want)
+					}
+				}
+			})
+		}
 	}
 }
 
