@@ -257,6 +257,20 @@ func TestCeremonyRefusesInputFiles(t *testing.T) {
 			chmod(t, f, 0o644)
 			return f
 		}, stablefile.CodeNotPrivate},
+		// The manifest path is a symlink to the real file.
+		{"manifest symlinked", func(t *testing.T, b *bed) string {
+			link := filepath.Join(b.dir, "manifest-link.yaml")
+			if err := os.Symlink(b.field("manifest", "path"), link); err != nil {
+				t.Fatal(err)
+			}
+			b.set("manifest", "path", link)
+			return ""
+		}, stablefile.CodeSymlink},
+		// The kubeconfig the command names does not exist.
+		{"kubeconfig missing", func(t *testing.T, b *bed) string {
+			b.set("kubeconfig", "path", filepath.Join(b.dir, "absent"))
+			return ""
+		}, stablefile.CodeNotFound},
 		// A manifest with a second hard link.
 		{"manifest hardlinked", func(t *testing.T, b *bed) string {
 			if err := os.Link(b.field("manifest", "path"), filepath.Join(b.dir, "manifest-link")); err != nil {
