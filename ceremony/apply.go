@@ -97,7 +97,7 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 		{"server-side dry-run", func() error { return s.dryRun(ctx) }},
 		{"write apply intent", func() error {
 			// Nothing may have changed between the dry-run and the intent that licenses the mutation.
-			if err := s.reverify(false); err != nil {
+			if err := s.reverify(); err != nil {
 				return err
 			}
 			if recovered {
@@ -122,8 +122,11 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 			objects, err = s.converge(ctx)
 			return partial(err)
 		}},
-		{"final identity read", func() error { return partial(s.identity(ctx, evidence.StepIdentityFinal)) }},
-		{"re-verify inputs", func() error { return partial(s.reverify(true)) }},
+		{"final identity read", func() error {
+			s.startEndHash()
+			return partial(s.identity(ctx, evidence.StepIdentityFinal))
+		}},
+		{"re-verify inputs", func() error { return partial(s.reverifyEnd()) }},
 		{"publish receipt", func() error {
 			d, err := s.publishReceipt(preDesc, intentDesc, recovered, objects)
 			res.Receipt = d.Digest

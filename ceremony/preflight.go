@@ -82,8 +82,8 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash.
 		{"read and verify inputs, offline checks", s.readInputs},
 		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
-		{"server-side dry-run", func() error { return s.dryRun(ctx) }},
-		{"re-verify inputs", func() error { return s.reverify(true) }},
+		{"server-side dry-run", func() error { s.startEndHash(); return s.dryRun(ctx) }},
+		{"re-verify inputs", s.reverifyEnd},
 		{"publish preflight report", func() error {
 			d, err := s.publishPreflight()
 			res.Preflight = d.Digest
