@@ -137,6 +137,11 @@ func (a *auditor) intentLink(r *run, rc *evidence.Receipt) {
 		if !rc.Recovered && !slices.Equal(in.Execs, rc.Execs[:min(2, len(rc.Execs))]) {
 			return "", refuse.New(CodeIntent, "intent %s does not hold this run's identity read and dry-run", rc.Intent.Digest)
 		}
+		// A recovery rolls forward from an intent an earlier process wrote: its exec records
+		// (their times and run directories) can never be this run's.
+		if rc.Recovered && slices.ContainsFunc(in.Execs, func(d evidence.Descriptor) bool { return slices.Contains(rc.Execs, d) }) {
+			return "", refuse.New(CodeIntent, "intent %s holds an exec record of this run: the receipt claims a recovery from an earlier attempt", rc.Intent.Digest)
+		}
 		return fmt.Sprintf("intent %s written before the mutation (recovered %v)", rc.Intent.Digest, rc.Recovered), nil
 	}) {
 		return
