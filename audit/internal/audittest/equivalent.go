@@ -1,0 +1,104 @@
+package audittest
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/qinglong/ql3/evidence"
+)
+
+// Normalization levels of Equivalent.
+const (
+	// TimesOnly clears the informative times: a record differing only there must pass.
+	TimesOnly = iota
+	// Unverifiable also clears what docs/audit.md lists as not checkable offline: a record that
+	// passes must be equal to the original after this.
+	Unverifiable
+)
+
+// Equivalent reports whether mutated is a record of mediaType that decodes (canonical, its
+// schema, its closed shape) to the same value as original once level's fields are cleared from
+// both. Raw blobs are equivalent only when equal.
+func Equivalent(mediaType string, original, mutated []byte, level int) bool {
+	if _, isRecord := evidence.RecordSchema(mediaType); !isRecord {
+		return string(original) == string(mutated)
+	}
+	a, b := newRecord(mediaType), newRecord(mediaType)
+	if a == nil || evidence.DecodeRecord(mediaType, original, a) != nil || evidence.DecodeRecord(mediaType, mutated, b) != nil {
+		return false
+	}
+	normalize(a, level)
+	normalize(b, level)
+	return reflect.DeepEqual(a, b)
+}
+
+func newRecord(mediaType string) any {
+	switch mediaType {
+	case evidence.MediaTypeCommand:
+		return &evidence.Command{}
+	case evidence.MediaTypeInput:
+		return &evidence.Input{}
+	case evidence.MediaTypeKubeconfig:
+		return &evidence.KubeconfigSummary{}
+	case evidence.MediaTypeExec:
+		return &evidence.Exec{}
+	case evidence.MediaTypePreflight:
+		return &evidence.Preflight{}
+	case evidence.MediaTypeIntent:
+		return &evidence.Intent{}
+	case evidence.MediaTypeReceipt:
+		return &evidence.Receipt{}
+	}
+	return nil
+}
+
+var fdRE = regexp.MustCompile(`^/proc/self/fd/[0-9]+$`)
+
+func normalize(v any, level int) {
+	switch r := v.(type) {
+	case *evidence.Exec:
+		r.StartedAt, r.FinishedAt, r.DurationMs = "", "", 0
+		if level == Unverifiable {
+			// The held descriptor's number and the private run directory's name: only their
+			// form is checked (kubectl.CheckInvocation).
+			if len(r.Argv) > 1 {
+				if fdRE.MatchString(r.Argv[0]) {
+					r.Argv[0] = "/proc/self/fd/N"
+				}
+				if dir, ok := strings.CutSuffix(strings.TrimPrefix(r.Argv[1], "--kubeconfig="), "/kubeconfig"); ok && dir != "" {
+					for i := range r.Argv {
+						r.Argv[i] = strings.ReplaceAll(r.Argv[i], dir, "DIR")
+					}
+					for i := range r.Env {
+						r.Env[i] = strings.ReplaceAll(r.Env[i], dir, "DIR")
+					}
+				}
+			}
+		}
+	case *evidence.Preflight:
+		r.StartedAt, r.FinishedAt = "", ""
+	case *evidence.Receipt:
+		r.StartedAt, r.FinishedAt = "", ""
+	case *evidence.Intent:
+		r.CreatedAt = ""
+	case *evidence.Input:
+		r.Mtime, r.Ctime = "", ""
+		if level == Unverifiable {
+			// The file's identity as read, which nothing stored can confirm; the size of the
+			// files bound by digest alone; kubectl's mode and owner beyond the stable-file rules.
+			r.Dev, r.Inode = "", ""
+			if r.Content == nil {
+				r.Size = 0
+			}
+			if r.Role == evidence.RoleKubectl {
+				r.Mode, r.UID = "", 0
+			}
+		}
+	case *evidence.KubeconfigSummary:
+		if level == Unverifiable {
+			// Redacted facts of a kubeconfig whose bytes are not stored.
+			r.Cluster, r.Server, r.CADigest, r.User, r.AuthKind = "", "", "", "", ""
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package livetest
+
+const raceEnabled = false
