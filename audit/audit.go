@@ -111,7 +111,7 @@ var notChecked = []string{
 	"live cluster state now: the audit replays no API server result",
 	"the kubeconfig's bytes: never stored, bound by digest only; so are its summary's cluster, server, user and CA digest (the auth kind only as a known kind)",
 	"the kubectl binary's bytes: not stored, bound by digest only",
-	"input files' device and inode numbers, and the sizes of the kubeconfig and kubectl: recorded when read, bound by nothing stored",
+	"input files' device and inode numbers, the command file's path, and the sizes of the kubeconfig and kubectl: recorded when read, bound by nothing stored",
 	"each kubectl run's descriptor number and private directory name: only their form is checked",
 	"wall-clock times: informative, not verified",
 	"authenticity: nothing in the store is signed; kubectl's stored output is judged only for the verdicts above, and a consistent rewrite of the whole chain by someone who can write the store is not detectable offline",

@@ -86,13 +86,17 @@ func normalize(v any, level int) {
 		r.Mtime, r.Ctime = "", ""
 		if level == Unverifiable {
 			// The file's identity as read, which nothing stored can confirm; the size of the
-			// files bound by digest alone; kubectl's mode and owner beyond the stable-file rules.
+			// files bound by digest alone; kubectl's mode and owner beyond the stable-file rules;
+			// the command file's path.
 			r.Dev, r.Inode = "", ""
 			if r.Content == nil {
 				r.Size = 0
 			}
 			if r.Role == evidence.RoleKubectl {
 				r.Mode, r.UID = "", 0
+			}
+			if r.Role == evidence.RoleCommandFile {
+				r.Path = "" // the command does not name its own file
 			}
 		}
 	case *evidence.KubeconfigSummary:

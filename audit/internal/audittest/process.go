@@ -166,8 +166,9 @@ func ParseTrace(log []byte) Trace {
 // StraceArgs are the strace arguments of the no-network, no-program test.
 var StraceArgs = []string{"-f", "-e", "trace=execve,execveat,socket,connect,fork,vfork,clone,clone3"}
 
-// Strace runs argv under strace and returns the parsed trace, the command's exit error and output.
-func Strace(t testing.TB, strace string, argv ...string) (Trace, error, []byte) {
+// Strace runs argv under strace and returns the parsed trace, the command's output and its exit
+// error.
+func Strace(t testing.TB, strace string, argv ...string) (Trace, []byte, error) {
 	t.Helper()
 	log := filepath.Join(PrivateDir(t), "strace.log")
 	cmd := exec.Command(strace, append(append(append([]string(nil), StraceArgs...), "-o", log), argv...)...)
@@ -178,7 +179,7 @@ func Strace(t testing.TB, strace string, argv ...string) (Trace, error, []byte) 
 	if rerr != nil {
 		t.Fatalf("strace log: %v (strace: %v)\n%s", rerr, err, out.Bytes())
 	}
-	return ParseTrace(b), err, out.Bytes()
+	return ParseTrace(b), out.Bytes(), err
 }
 
 // Need returns the path of tool, or ends the test: a failure under CI=true (.ci/run installs
@@ -202,7 +203,7 @@ func NoNetworkNoProgram(t *testing.T, root, subject string) {
 	strace := Need(t, "strace")
 	ql3 := BuildQL3(t)
 	argv := []string{ql3, "audit", "--store", root, subject}
-	tr, err, out := Strace(t, strace, argv...)
+	tr, out, err := Strace(t, strace, argv...)
 	if err != nil || !bytes.Contains(out, []byte(" passed: ")) {
 		t.Fatalf("ql3 audit under strace: %v\n%s", err, out)
 	}

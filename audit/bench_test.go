@@ -1,0 +1,66 @@
+package audit_test
+
+import (
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/audit/internal/audittest"
+	"github.com/qinglong/ql3/evidence"
+)
+
+// benchAudit audits subject in the store at root b.N times and reports, besides ns/op and MB/s
+// of closure bytes, what plain crypto/sha256 over the same closure (object by object, as the
+// store hashes them) costs in the same run: sha256-MB/s, hash-ns/op, beyond-hash-ns/op (the
+// audit's time minus one hashing pass) and x-hash (the audit's time over the hashing time).
+func benchAudit(b *testing.B, root string, subject evidence.Descriptor) {
+	st := audittest.Open(b, root)
+	var objects [][]byte
+	var total int64
+	for _, d := range audittest.Closure(b, st, subject) {
+		o, err := st.GetDescriptor(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		objects = append(objects, o)
+		total += int64(len(o))
+	}
+	b.SetBytes(total)
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := audit.Audit(st, subject.Digest)
+		if err != nil || !rep.OK {
+			b.Fatalf("audit: %v %v", err, rep.Err())
+		}
+	}
+	auditNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+
+	start := time.Now()
+	var sink byte
+	for range b.N {
+		for _, o := range objects {
+			s := sha256.Sum256(o)
+			sink ^= s[0]
+		}
+	}
+	hashNs := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	_ = sink
+	b.ReportMetric(hashNs, "hash-ns/op")
+	b.ReportMetric(float64(total)/hashNs*1e3, "sha256-MB/s")
+	b.ReportMetric(auditNs-hashNs, "beyond-hash-ns/op")
+	b.ReportMetric(auditNs/hashNs, "x-hash")
+	b.ReportMetric(float64(len(objects)), "objects")
+}
+
+// BenchmarkAuditSynthetic: the straight receipt of the synthetic 3.4.1 release (6 resources).
+func BenchmarkAuditSynthetic(b *testing.B) {
+	fx := committed(b)
+	benchAudit(b, fx.Snap.Materialize(b), fx.Roots.Receipt)
+}
+
+// BenchmarkAudit1000: the receipt of a 1,000-resource release.
+func BenchmarkAudit1000(b *testing.B) {
+	root, rc := receipt1000(b)
+	benchAudit(b, root, rc)
+}
