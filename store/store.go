@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"time"
 
@@ -238,29 +239,40 @@ func (s *Store) Get(d digest.Digest) ([]byte, error) {
 	return readObject(s.blobPath(d), d)
 }
 
-func readObject(p string, d digest.Digest) ([]byte, error) {
+// openObject opens the object file at p without following a symlink and checks its stat.
+func openObject(p string, d digest.Digest) (*os.File, int64, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, refuse.New(CodeObjectNotFound, "object %s not found", d)
+			return nil, 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
 		}
 		if errors.Is(err, unix.ELOOP) {
-			return nil, refuse.New(CodeObjectNotRegular, "object %s is a symlink", d)
+			return nil, 0, refuse.New(CodeObjectNotRegular, "object %s is a symlink", d)
 		}
-		return nil, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
+		return nil, 0, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
 	}
 	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
+		f.Close()
+		return nil, 0, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
 	}
 	if err := checkObjectStat(&st, d); err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size, nil
+}
+
+func readObject(p string, d digest.Digest) ([]byte, error) {
+	f, size, err := openObject(p, d)
+	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
 	// Presize from fstat (bounded above), then insist the file ends there: a file that grows
 	// between fstat and read is refused rather than read in part.
-	b := make([]byte, st.Size)
+	b := make([]byte, size)
 	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 	}
@@ -271,6 +283,35 @@ func readObject(p string, d digest.Digest) ([]byte, error) {
 		return nil, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
 	}
 	return b, nil
+}
+
+// hashBuffers are the chunk buffers of checkObject, reused so that a walk over a large store
+// neither allocates nor faults in fresh memory per object.
+var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// checkObject is Get without keeping the bytes: the same file checks, the content streamed
+// through SHA-256 in chunks. It returns the object's size.
+func checkObject(p string, d digest.Digest) (int64, error) {
+	f, size, err := openObject(p, d)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := hashBuffers.Get().(*[]byte)
+	defer hashBuffers.Put(buf)
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, io.LimitReader(f, size+1), *buf)
+	switch {
+	case err != nil:
+		return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
+	case n > size:
+		return 0, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
+	case n < size:
+		return 0, refuse.New(CodeObjectCorrupt, "object %s shrank while being read", d)
+	case hex.EncodeToString(h.Sum(nil)) != d.Encoded():
+		return 0, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
+	}
+	return size, nil
 }
 
 func checkObjectStat(st *unix.Stat_t, d digest.Digest) error {

@@ -53,7 +53,7 @@ func TestObjectViolations(t *testing.T) {
 	vectors := []struct {
 		name   string               // what is done to the object
 		break_ func(p string) error // damages the object at p
-		code   refuse.Code          // what Get and Verify must report
+		code   refuse.Code          // what Get must report, and Verify among its corruption findings
 	}{
 		{"flipped byte", func(p string) error {
 			os.Chmod(p, 0o600)
@@ -61,6 +61,16 @@ func TestObjectViolations(t *testing.T) {
 			return os.Chmod(p, 0o400)
 		}, CodeObjectCorrupt},
 		{"truncated", func(p string) error { return os.Truncate(p, 2) }, CodeObjectCorrupt},
+		{"grown", func(p string) error {
+			os.Chmod(p, 0o600)
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			f.Write([]byte("!"))
+			f.Close()
+			return os.Chmod(p, 0o400)
+		}, CodeObjectCorrupt},
 		{"mode", func(p string) error { return os.Chmod(p, 0o644) }, CodeObjectMode},
 		{"owner", func(p string) error { return os.Chown(p, 4242, 4242) }, CodeObjectOwner},
 		{"hardlink", func(p string) error { return os.Link(p, p+".x") }, CodeObjectLinkCount},
@@ -90,8 +100,16 @@ func TestObjectViolations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.OK() {
-				t.Fatalf("verify ok after %s", v.name)
+			want := v.code
+			if want == CodeObjectNotFound {
+				want = CodeDanglingRef // Verify walks files, so a missing object shows as the index's dangling reference
+			}
+			found := false
+			for _, f := range r.Corruption {
+				found = found || f.Code == want
+			}
+			if r.OK() || !found {
+				t.Fatalf("verify after %s: findings %+v, want one %s", v.name, r.Corruption, want)
 			}
 		})
 	}

@@ -55,7 +55,7 @@ func (r *Report) bad(path string, err error) {
 func (s *Store) Verify() (*Report, error) {
 	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{},
 		Unfinished: []IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []Finding{}, Hints: []Finding{}}
-	good := map[digest.Digest][]byte{}
+	good := map[digest.Digest]int64{} // intact objects and their sizes
 	blobs := filepath.Join(s.root, "blobs")
 	ents, err := os.ReadDir(blobs)
 	if err != nil {
@@ -78,13 +78,13 @@ func (s *Store) Verify() (*Report, error) {
 			continue
 		}
 		r.Objects++
-		b, err := s.Get(d)
+		size, err := checkObject(s.blobPath(d), d)
 		if err != nil {
 			r.bad(rel, err)
 			continue
 		}
-		good[d] = b
-		r.Bytes += int64(len(b))
+		good[d] = size
+		r.Bytes += size
 	}
 	if ents, err := os.ReadDir(filepath.Join(s.root, "tmp")); err == nil {
 		for _, e := range ents {
@@ -94,15 +94,15 @@ func (s *Store) Verify() (*Report, error) {
 	reached := map[digest.Digest]bool{}
 	var walk func(d evidence.Descriptor, from string)
 	walk = func(d evidence.Descriptor, from string) {
-		b, ok := good[d.Digest]
+		size, ok := good[d.Digest]
 		if !ok {
 			if _, bad := s.Get(d.Digest); refuse.CodeOf(bad) == CodeObjectNotFound {
 				r.bad(from, refuse.New(CodeDanglingRef, "descriptor names missing object %s", d.Digest))
 			}
 			return
 		}
-		if int64(len(b)) != d.Size {
-			r.bad(from, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size))
+		if size != d.Size {
+			r.bad(from, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, size, d.Size))
 			return
 		}
 		if reached[d.Digest] {
@@ -110,6 +110,12 @@ func (s *Store) Verify() (*Report, error) {
 		}
 		reached[d.Digest] = true
 		if _, isRec := evidence.RecordSchema(d.MediaType); !isRec {
+			return
+		}
+		// Records are small: read (and re-hash) again rather than keep every object in memory.
+		b, err := s.Get(d.Digest)
+		if err != nil {
+			r.bad(from, err)
 			return
 		}
 		var probe map[string]any
