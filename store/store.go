@@ -357,6 +357,9 @@ func checkKind(kind string) error {
 	return refuse.New(CodeIndexKind, "unknown index kind %q", kind)
 }
 
+// maxIndexEntry bounds an index entry: one canonical descriptor is under 300 bytes.
+const maxIndexEntry = 4 << 10
+
 // PutIndex records key -> d under kind, never replacing a different entry.
 func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) error {
 	if err := checkKind(kind); err != nil {
@@ -393,12 +396,22 @@ func (s *Store) GetIndex(kind string, key digest.Digest) (evidence.Descriptor, b
 		return evidence.Descriptor{}, false, err
 	}
 	p := filepath.Join(s.root, "index", kind, key.Encoded())
-	b, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
+	// An entry is held to an object's file rules (no symlink, regular, 0400, owner, one link),
+	// so that it cannot be swapped for a file outside the store or another writer's file.
+	f, _, err := openObject(p, key)
+	if refuse.CodeOf(err) == CodeObjectNotFound {
 		return evidence.Descriptor{}, false, nil
 	}
 	if err != nil {
+		return evidence.Descriptor{}, false, refuse.Wrap(CodeIndexCorrupt, err, "index %s entry %s", kind, key)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxIndexEntry+1))
+	f.Close()
+	if err != nil {
 		return evidence.Descriptor{}, false, refuse.Wrap(CodeStoreIO, err, "read index %s entry %s", kind, key)
+	}
+	if len(b) > maxIndexEntry {
+		return evidence.Descriptor{}, false, refuse.New(CodeIndexCorrupt, "index %s entry %s is larger than %d bytes", kind, key, maxIndexEntry)
 	}
 	var d evidence.Descriptor
 	if err := evidence.DecodeStrict(b, &d); err != nil {

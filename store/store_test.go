@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,5 +282,66 @@ func TestVerifyReachability(t *testing.T) {
 	}
 	if codes[CodeIntentNoReceipt] != 1 || codes[CodeUnreferenced] != 1 || r.Objects != 4 {
 		t.Fatalf("hints %+v, objects %d", r.Hints, r.Objects)
+	}
+}
+
+// TestIndexEntryViolations: an index entry is held to an object's file rules, so it cannot be
+// swapped for a symlink to a file outside the store, made writable, linked or given away.
+func TestIndexEntryViolations(t *testing.T) {
+	vectors := []struct {
+		name   string                        // what is done to the entry
+		break_ func(p, outside string) error // damages the entry at p; outside holds a copy of its bytes
+	}{
+		{"symlink outside the store", func(p, outside string) error {
+			os.Remove(p)
+			return os.Symlink(outside, p)
+		}},
+		{"mode 0644", func(p, _ string) error { return os.Chmod(p, 0o644) }},
+		{"hard link from outside the index", func(p, outside string) error {
+			os.Remove(outside)
+			return os.Link(p, outside)
+		}},
+		{"owner", func(p, _ string) error { return os.Chown(p, 4242, 4242) }},
+		{"directory", func(p, _ string) error { os.Remove(p); return os.Mkdir(p, 0o700) }},
+		{"fifo", func(p, _ string) error { os.Remove(p); return syscall.Mkfifo(p, 0o400) }},
+		{"too large", func(p, _ string) error {
+			os.Chmod(p, 0o600)
+			os.WriteFile(p, make([]byte, maxIndexEntry+1), 0o400)
+			return os.Chmod(p, 0o400)
+		}},
+	}
+	for _, v := range vectors {
+		t.Run(v.name, func(t *testing.T) {
+			s := newStore(t)
+			d, err := s.PutBlob(evidence.MediaTypeOctets, []byte("entry"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(s.Root(), "index", evidence.IndexPreflights, d.Digest.Encoded())
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outside := filepath.Join(filepath.Dir(s.Root()), "outside")
+			if err := os.WriteFile(outside, raw, 0o400); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.break_(p, outside); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.GetIndex(evidence.IndexPreflights, d.Digest); refuse.CodeOf(err) != CodeIndexCorrupt {
+				t.Fatalf("GetIndex: %v, want %s", err, CodeIndexCorrupt)
+			}
+			r, err := s.Verify()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OK() || r.Corruption[0].Code != CodeIndexCorrupt {
+				t.Fatalf("verify after %s: %+v, want %s", v.name, r.Corruption, CodeIndexCorrupt)
+			}
+		})
 	}
 }
