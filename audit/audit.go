@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -148,6 +149,9 @@ func (r *Report) Err() error {
 type auditor struct {
 	src    Source
 	report *Report
+	// locks caches lock.Verify by the blob pair it ran on: a receipt and its preflight bind the
+	// same manifest and lock report, and verifying them twice would prove nothing more.
+	locks map[[2]digest.Digest]*lock.Result
 }
 
 func (a *auditor) pass(name, format string, args ...any) {

@@ -202,9 +202,16 @@ func (a *auditor) lockCheck(r *run) bool {
 		if err != nil {
 			return "", err
 		}
-		res, err := lock.Verify(man, rep)
-		if err != nil {
-			return "", err
+		key := [2]digest.Digest{r.manifest.Digest, r.lockReport.Digest}
+		res, ok := a.locks[key]
+		if !ok {
+			if res, err = lock.Verify(man, rep); err != nil {
+				return "", err
+			}
+			if a.locks == nil {
+				a.locks = map[[2]digest.Digest]*lock.Result{}
+			}
+			a.locks[key] = res
 		}
 		want := evidence.LockBinding{ReportDigest: res.ReportDigest, ManifestDigest: res.ManifestDigest,
 			CatalogDigest: res.CatalogDigest, CatalogCommit: res.CatalogCommit, ReleaseSet: res.ReleaseSet,
