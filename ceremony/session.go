@@ -152,6 +152,11 @@ func (s *session) readInputs() error {
 		exeCh <- opened{exe, err}
 	}()
 	err := s.readFiles()
+	if err == nil {
+		// The files' evidence is stored while the hash runs; of a run refused after this point it
+		// stays unreferenced, and nothing is published.
+		err = s.storeInputs()
+	}
 	o := <-exeCh
 	s.exe = o.exe
 	if err != nil {
@@ -162,7 +167,10 @@ func (s *session) readInputs() error {
 	}
 	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
 		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
-	return s.storeInputs()
+	if s.inputs.Kubectl, _, err = s.st.PutRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
+		return storeErr(err, "kubectl input")
+	}
+	return nil
 }
 
 // readFiles reads the private inputs and runs the offline checks on them.
@@ -219,7 +227,6 @@ func (s *session) storeInputs() error {
 	s.inputs.Manifest = put(evidence.MediaTypeInput, s.manifest.Input(&s.manDesc))
 	s.inputs.LockReport = put(evidence.MediaTypeInput, s.report.Input(&s.repDesc))
 	s.inputs.Kubeconfig = put(evidence.MediaTypeInput, s.kubeconfig.Input(nil))
-	s.inputs.Kubectl = put(evidence.MediaTypeInput, s.exe.Input())
 	if err != nil {
 		return storeErr(err, "inputs")
 	}
