@@ -15,11 +15,6 @@ var cluster *testcluster.Cluster
 // end of the suite can prove no run left its directory (and its kubeconfig copy) behind.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// A fuzz worker process runs only the fuzz target, which needs no cluster; the coordinating
-	// process (which also runs the tests) starts one as usual.
-	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
-		os.Exit(m.Run())
-	}
 	root, err := os.MkdirTemp("", "ql3-kubectl-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)

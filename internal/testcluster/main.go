@@ -2,13 +2,23 @@ package testcluster
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 )
 
 // Main starts one cluster for a test package; use as os.Exit(testcluster.Main(m, &cluster)).
+// A run that executes no test needs none, and gets none: listing (-test.list), a fuzz worker, and
+// fuzzing with -run '^$' (as `make fuzz` does), so that a package's fuzz targets run and list
+// without the Kubernetes tools.
 func Main(m *testing.M, c **Cluster) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if noTests() {
+		return m.Run()
+	}
 	t, err := FindTools()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -33,4 +43,15 @@ func Main(m *testing.M, c **Cluster) int {
 		code = 1
 	}
 	return code
+}
+
+func noTests() bool {
+	value := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return value("test.list") != "" || value("test.fuzzworker") == "true" ||
+		(value("test.fuzz") != "" && value("test.run") == "^$")
 }
