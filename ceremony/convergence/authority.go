@@ -77,14 +77,7 @@ func checkAuthority(a *lock.Authority, lo *liveObject) error {
 // checkContainerCounts refuses a live pod spec that runs a container the lock does not know, for
 // example one another manager added: the lock must name every image that runs.
 func checkContainerCounts(a *lock.Authority, lo *liveObject) error {
-	var p fieldPath
-	var cur any = lo.raw
-	for _, k := range a.PodSpecPath {
-		m, _ := cur.(map[string]any)
-		cur = m[k]
-		p = p.key(k)
-	}
-	spec, _ := cur.(map[string]any)
+	spec, p := podSpec(a, lo)
 	for _, field := range []string{"initContainers", "containers", "ephemeralContainers"} {
 		want := 0
 		for _, c := range a.Containers {
@@ -105,15 +98,8 @@ func checkContainerCounts(a *lock.Authority, lo *liveObject) error {
 // imagePath finds container c at PodSpecPath.<Field>[name=<Name>] of the live object, checks its
 // image against the lock, and returns the path of its image field.
 func imagePath(a *lock.Authority, c lock.Container, lo *liveObject) (fieldPath, error) {
-	var p fieldPath
-	var cur any = lo.raw
-	for _, k := range a.PodSpecPath {
-		m, _ := cur.(map[string]any)
-		cur = m[k]
-		p = p.key(k)
-	}
-	m, _ := cur.(map[string]any)
-	list, _ := m[c.Field].([]any)
+	spec, p := podSpec(a, lo)
+	list, _ := spec[c.Field].([]any)
 	p = p.key(c.Field)
 	found, at := 0, -1
 	for i, e := range list {
@@ -135,4 +121,18 @@ func imagePath(a *lock.Authority, c lock.Container, lo *liveObject) (fieldPath, 
 			WithHint("another manager changed the image after the apply (kubectl set image, a patch, a controller)")
 	}
 	return p, nil
+}
+
+// podSpec returns the live object's pod spec at the authority's PodSpecPath (nil where the live
+// object has no mapping there) and the path to it.
+func podSpec(a *lock.Authority, lo *liveObject) (map[string]any, fieldPath) {
+	var p fieldPath
+	var cur any = lo.raw
+	for _, k := range a.PodSpecPath {
+		m, _ := cur.(map[string]any)
+		cur = m[k]
+		p = p.key(k)
+	}
+	spec, _ := cur.(map[string]any)
+	return spec, p
 }
