@@ -136,52 +136,69 @@ var (
 // names, and the file names of a ConfigMap.
 func checkPodShapes(o *manifest.Object, w *workload) error {
 	configMap := o.APIVersion == "v1" && o.Kind == "ConfigMap"
-	var stack []string
+	return walkFields(o.Fields, func(path []string, e any) error {
+		k := path[len(path)-1]
+		_, isStr := e.(string)
+		em, isMap := e.(map[string]any)
+		_, hasSpec := em["spec"]
+		shape := (slices.Contains(containerLists, k) && !isStr) || (slices.Contains(templateKeys, k) && isMap && hasSpec)
+		// An image one level inside a container list is the container check's business
+		// (checkAuthority refuses a list that is not a list of mappings).
+		if k == "image" && !imageExempt(path[:len(path)-1], configMap) && (w == nil || !inContainerList(path, w.podSpec)) {
+			at := render(path)
+			if w == nil {
+				return refuse.New(CodeUnrecognisedWorkload, "%s: image at %s in a kind that is not a recognised workload", desc(o), at)
+			}
+			return refuse.New(CodeImageOutsideContainer, "%s: image at %s outside a container of the pod spec at %s", desc(o), at, render(w.podSpec))
+		}
+		if shape {
+			if w == nil {
+				return refuse.New(CodeUnrecognisedWorkload, "%s: pod spec content at %s in a kind that is not a recognised workload", desc(o), render(path))
+			}
+			if !onPodSpecPath(path, w.podSpec) {
+				return refuse.New(CodePodSpecPath, "%s: pod spec content at %s, away from the pod spec at %s", desc(o), render(path), render(w.podSpec))
+			}
+		}
+		return nil
+	})
+}
+
+// walkFields calls visit for every member value and list entry below a document's fields, each
+// before what it holds, members in sorted name order, with the path to it: member names, and
+// "[i]" for list entry i (a member may carry such a name too). path is valid only during the
+// call. The walk stops at the first error visit returns and returns it.
+func walkFields(fields map[string]any, visit func(path []string, v any) error) error {
+	var path []string
 	var walk func(v any) error
+	step := func(k string, v any) error {
+		path = append(path, k)
+		if err := visit(path, v); err != nil {
+			return err
+		}
+		if err := walk(v); err != nil {
+			return err
+		}
+		path = path[:len(path)-1]
+		return nil
+	}
 	walk = func(v any) error {
 		switch x := v.(type) {
 		case map[string]any:
 			for _, k := range sortedKeys(x) {
-				e := x[k]
-				_, isStr := e.(string)
-				em, isMap := e.(map[string]any)
-				_, hasSpec := em["spec"]
-				shape := (slices.Contains(containerLists, k) && !isStr) || (slices.Contains(templateKeys, k) && isMap && hasSpec)
-				// An image one level inside a container list is the container check's business
-				// (checkAuthority refuses a list that is not a list of mappings).
-				if k == "image" && !imageExempt(stack, configMap) && (w == nil || !inContainerList(append(stack, k), w.podSpec)) {
-					at := render(append(stack, k))
-					if w == nil {
-						return refuse.New(CodeUnrecognisedWorkload, "%s: image at %s in a kind that is not a recognised workload", desc(o), at)
-					}
-					return refuse.New(CodeImageOutsideContainer, "%s: image at %s outside a container of the pod spec at %s", desc(o), at, render(w.podSpec))
-				}
-				stack = append(stack, k)
-				if shape {
-					if w == nil {
-						return refuse.New(CodeUnrecognisedWorkload, "%s: pod spec content at %s in a kind that is not a recognised workload", desc(o), render(stack))
-					}
-					if !onPodSpecPath(stack, w.podSpec) {
-						return refuse.New(CodePodSpecPath, "%s: pod spec content at %s, away from the pod spec at %s", desc(o), render(stack), render(w.podSpec))
-					}
-				}
-				if err := walk(e); err != nil {
+				if err := step(k, x[k]); err != nil {
 					return err
 				}
-				stack = stack[:len(stack)-1]
 			}
 		case []any:
 			for i, e := range x {
-				stack = append(stack, "["+strconv.Itoa(i)+"]")
-				if err := walk(e); err != nil {
+				if err := step("["+strconv.Itoa(i)+"]", e); err != nil {
 					return err
 				}
-				stack = stack[:len(stack)-1]
 			}
 		}
 		return nil
 	}
-	return walk(o.Fields)
+	return walk(fields)
 }
 
 // imageExempt reports whether a member named image under parent path p is a name rather than an

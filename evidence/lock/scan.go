@@ -1,8 +1,6 @@
 package lock
 
 import (
-	"strconv"
-
 	"github.com/qinglong/ql3/evidence/manifest"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -66,38 +64,15 @@ func nameChar(c byte) bool {
 // scanObject refuses any mention of the authority in o's member names and strings except the
 // container images of a, which checkAuthority has already proven to be the lock's references.
 func scanObject(o *manifest.Object, a *Authority) error {
-	var stack []string
-	isImageField := func() bool { return a != nil && isContainerImage(stack, a.PodSpecPath) }
-	var walk func(v any) error
-	walk = func(v any) error {
-		switch x := v.(type) {
-		case string:
-			if countAuthority(x) > 0 && !isImageField() {
-				return refuse.New(CodeUnknownAuthority, "%s: a string at %s names ghcr.io/qinglong outside a container image of an image authority", desc(o), render(stack))
-			}
-		case map[string]any:
-			for _, k := range sortedKeys(x) {
-				stack = append(stack, k)
-				if countAuthority(k) > 0 {
-					return refuse.New(CodeUnknownAuthority, "%s: a member name at %s names ghcr.io/qinglong", desc(o), render(stack[:len(stack)-1]))
-				}
-				if err := walk(x[k]); err != nil {
-					return err
-				}
-				stack = stack[:len(stack)-1]
-			}
-		case []any:
-			for i, e := range x {
-				stack = append(stack, "["+strconv.Itoa(i)+"]")
-				if err := walk(e); err != nil {
-					return err
-				}
-				stack = stack[:len(stack)-1]
-			}
+	return walkFields(o.Fields, func(path []string, v any) error {
+		if countAuthority(path[len(path)-1]) > 0 {
+			return refuse.New(CodeUnknownAuthority, "%s: a member name at %s names ghcr.io/qinglong", desc(o), render(path[:len(path)-1]))
+		}
+		if s, ok := v.(string); ok && countAuthority(s) > 0 && (a == nil || !isContainerImage(path, a.PodSpecPath)) {
+			return refuse.New(CodeUnknownAuthority, "%s: a string at %s names ghcr.io/qinglong outside a container image of an image authority", desc(o), render(path))
 		}
 		return nil
-	}
-	return walk(o.Fields)
+	})
 }
 
 // scanRaw compares the mentions of the authority in the manifest bytes with the container
