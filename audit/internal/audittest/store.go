@@ -17,6 +17,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -122,18 +123,10 @@ func (s Snapshot) MaterializeAt(t testing.TB, root string) string {
 	return root
 }
 
-// PrivateDir returns a fresh 0700 directory with a canonical path (the store refuses a root with
-// a symlink component, and TMPDIR may be one).
+// PrivateDir is ceremonytest.PrivateDir: a fresh 0700 directory with a canonical path.
 func PrivateDir(t testing.TB) string {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return ceremonytest.PrivateDir(t)
 }
 
 // WriteObject writes b at p with the store's object mode, replacing whatever is there.
