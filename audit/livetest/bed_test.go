@@ -3,116 +3,38 @@ package livetest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/qinglong/ql3/audit/internal/audittest"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/materialize"
-	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/internal/ceremonytest"
 )
 
 // bed is one release materialized into its own namespace, with private copies of its inputs and
 // command files, applying into a store that several beds may share.
 type bed struct {
-	t     *testing.T
-	dir   string
-	store string
-	ns    string
-	cmd   map[string]any
+	*ceremonytest.Release
+	t *testing.T
 }
 
-const release = "../../testdata/release-3.4.1/"
-
-// unlocked returns the synthetic 3.4.1 release's unlocked manifest.
-func unlocked(t *testing.T) string {
-	b, err := os.ReadFile(release + "unlocked.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// newBed materializes the unlocked manifest u (written for namespace qinglong) into namespace ns,
-// creates ns unless it exists, and opens (or creates) the store at storeRoot.
-func newBed(t *testing.T, storeRoot, ns, u string) *bed {
+// newBed materializes the synthetic 3.4.1 release, changed by edit if not nil, into namespace
+// ns, creates ns unless it exists, and opens (or creates) the store at storeRoot.
+func newBed(t *testing.T, storeRoot, ns string, edit func(unlocked string) string) *bed {
 	t.Helper()
-	b := &bed{t: t, dir: audittest.PrivateDir(t), store: storeRoot, ns: ns}
-	catalog, err := os.ReadFile(release + "catalog.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := materialize.Materialize(catalog, []byte(strings.ReplaceAll(u, "namespace: qinglong\n", "namespace: "+ns+"\n")))
-	if err != nil {
-		t.Fatalf("materialize: %v", err)
-	}
-	man, rep, kc := filepath.Join(b.dir, "locked.yaml"), filepath.Join(b.dir, "lock-report.json"), filepath.Join(b.dir, "kubeconfig")
-	writePrivate(t, man, rel.Manifest)
-	writePrivate(t, rep, rel.Report)
-	writePrivate(t, kc, cluster.KubeconfigBytes())
-	if _, err := store.Init(storeRoot); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cluster.Kubectl(context.Background(), nil, "get", "namespace", ns); err != nil {
-		if err := cluster.CreateNamespace(context.Background(), ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.cmd = map[string]any{
-		"schema":             evidence.SchemaCommand,
-		"store":              storeRoot,
-		"manifest":           map[string]any{"path": man, "digest": string(evidence.FromBytes(rel.Manifest))},
-		"lockReport":         map[string]any{"path": rep, "digest": string(evidence.FromBytes(rel.Report))},
-		"kubeconfig":         map[string]any{"path": kc, "digest": string(evidence.FromBytes(cluster.KubeconfigBytes())), "context": cluster.Context},
-		"kubectl":            map[string]any{"path": cluster.KubectlPath, "digest": string(cluster.KubectlDigest)},
-		"expectedClusterUid": cluster.KubeSystemUID,
-		"fieldManager":       evidence.FieldManager,
-	}
-	return b
-}
-
-func writePrivate(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// writeCommand writes the bed's command as command, consuming preflight if not empty.
-func (b *bed) writeCommand(file, command, preflight string) string {
-	c := map[string]any{}
-	for k, v := range b.cmd {
-		c[k] = v
-	}
-	c["command"] = command
-	if preflight != "" {
-		c["preflight"] = preflight
-	}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	p := filepath.Join(b.dir, file)
-	_ = os.Remove(p)
-	writePrivate(b.t, p, raw)
-	return p
+	return &bed{t: t, Release: ceremonytest.NewRelease(t, cluster, ceremonytest.ReleaseOptions{
+		Namespace: ns, NamespaceMode: ceremonytest.EnsureNamespace, Store: storeRoot, Edit: edit})}
 }
 
 func (b *bed) preflight(file string) *ceremony.Result {
 	b.t.Helper()
-	res, err := ceremony.Preflight(context.Background(), ceremony.Options{CommandFile: b.writeCommand(file, evidence.CommandPreflight, "")})
+	res, err := ceremony.Preflight(context.Background(), ceremony.Options{CommandFile: b.WriteCommand(file, evidence.CommandPreflight, "")})
 	if err != nil {
 		b.t.Fatalf("preflight: %v", err)
 	}
@@ -132,7 +54,7 @@ func (b *bed) apply(file string) *ceremony.Result {
 func (b *bed) mustApply() (pre, rc *ceremony.Result) {
 	b.t.Helper()
 	pre = b.preflight("preflight.json")
-	rc = b.apply(b.writeCommand("apply.json", evidence.CommandApply, string(pre.Preflight)))
+	rc = b.apply(b.WriteCommand("apply.json", evidence.CommandApply, string(pre.Preflight)))
 	if rc.Recovered || rc.Offline || rc.Receipt == "" {
 		b.t.Fatalf("apply result %+v", rc)
 	}
@@ -208,15 +130,9 @@ func convergenceRead(pid int) bool {
 	return false
 }
 
-// count returns the number of index entries of kind.
-func (b *bed) count(kind string) int {
-	es, _ := os.ReadDir(filepath.Join(b.store, "index", kind))
-	return len(es)
-}
-
 // liveObjects returns how many objects of the bed's release exist in its namespace.
 func (b *bed) liveObjects() int {
-	out, se, err := cluster.Kubectl(context.Background(), nil, "get", "-n", b.ns, "deployments,services,configmaps", "-o=name")
+	out, se, err := cluster.Kubectl(context.Background(), nil, "get", "-n", b.Namespace, "deployments,services,configmaps", "-o=name")
 	if err != nil {
 		b.t.Fatalf("kubectl get: %v %s", err, se)
 	}

@@ -29,16 +29,16 @@ type live struct {
 // release through the kubeconfig's token context (another target).
 func produce(t *testing.T) *live {
 	l := &live{root: filepath.Join(audittest.PrivateDir(t), "store")}
-	a := newBed(t, l.root, "qinglong", unlocked(t))
+	a := newBed(t, l.root, "qinglong", nil)
 	preA, rcA := a.mustApply()
 	l.straight, l.preStraight = rcA.Receipt, preA.Preflight
 
-	b := newBed(t, l.root, "qinglong-recovered", unlocked(t))
+	b := newBed(t, l.root, "qinglong-recovered", nil)
 	preB := b.preflight("preflight.json")
-	af := b.writeCommand("apply.json", evidence.CommandApply, string(preB.Preflight))
+	af := b.WriteCommand("apply.json", evidence.CommandApply, string(preB.Preflight))
 	b.killAfterApply(af)
-	if b.count(evidence.IndexIntents) != 2 || b.count(evidence.IndexReceipts) != 1 {
-		t.Fatalf("after the kill: %d intents, %d receipts; want 2 and 1", b.count(evidence.IndexIntents), b.count(evidence.IndexReceipts))
+	if b.Count(evidence.IndexIntents) != 2 || b.Count(evidence.IndexReceipts) != 1 {
+		t.Fatalf("after the kill: %d intents, %d receipts; want 2 and 1", b.Count(evidence.IndexIntents), b.Count(evidence.IndexReceipts))
 	}
 	if n := b.liveObjects(); n != 6 {
 		t.Fatalf("the killed apply left %d live objects, want 6", n)
@@ -50,7 +50,7 @@ func produce(t *testing.T) *live {
 	l.recovered, l.preRecovered = rcB.Receipt, preB.Preflight
 	l.captured = audittest.Capture(t, l.root)
 
-	a.cmd["kubeconfig"].(map[string]any)["context"] = cluster.TokenContext
+	a.Set("kubeconfig", "context", cluster.TokenContext)
 	l.otherTarget = a.preflight("preflight-token.json").Preflight
 
 	st := audittest.Open(t, l.root)
@@ -159,7 +159,7 @@ func TestLive1000(t *testing.T) {
 		t.Skip("run with -update or QL3_AUDIT_1000=1")
 	}
 	root := filepath.Join(audittest.PrivateDir(t), "store")
-	b := newBed(t, root, "qinglong-1000", audittest.Unlocked1000(unlocked(t)))
+	b := newBed(t, root, "qinglong-1000", audittest.Unlocked1000)
 	_, rc := b.mustApply()
 	rep := audittest.Audit(t, root, rc.Receipt)
 	audittest.WantPass(t, rep)
