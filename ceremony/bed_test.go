@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/materialize"
+	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/testcluster"
 	"github.com/qinglong/ql3/store"
@@ -49,12 +48,9 @@ func TestMain(m *testing.M) {
 // verifies clean, every published receipt and preflight passes the offline audit, and no
 // credential appears in the store or in anything the ceremony printed or returned.
 type bed struct {
-	t     testing.TB
-	dir   string
-	store string
-	ns    string
-	cmd   map[string]any
-	out   bytes.Buffer // progress lines, refusal messages and hints
+	*ceremonytest.Release
+	t   testing.TB
+	out bytes.Buffer // progress lines, refusal messages and hints
 	// stores are further stores the bed's commands used (a benchmark uses one per apply); they
 	// are checked like the bed's own.
 	stores []string
@@ -62,102 +58,18 @@ type bed struct {
 
 var namespaces atomic.Int64
 
-func writePrivate(t testing.TB, path string, b []byte) {
-	t.Helper()
-	_ = os.Remove(path)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // newBed materializes the synthetic 3.4.1 release into a fresh namespace (created unless
 // createNamespace is false); edit, if not nil, changes the unlocked manifest first.
 func newBed(t testing.TB, createNamespace bool, edit func(unlocked string) string) *bed {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	b := &bed{t: t, dir: dir, store: filepath.Join(dir, "store"), ns: fmt.Sprintf("ql3-ceremony-%d", namespaces.Add(1))}
-	unlocked, err := os.ReadFile("../testdata/release-3.4.1/unlocked.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	catalog, err := os.ReadFile("../testdata/release-3.4.1/catalog.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := strings.ReplaceAll(string(unlocked), "namespace: qinglong\n", "namespace: "+b.ns+"\n")
-	if edit != nil {
-		u = edit(u)
-	}
-	rel, err := materialize.Materialize(catalog, []byte(u))
-	if err != nil {
-		t.Fatalf("materialize: %v", err)
-	}
-	man, rep, kc := filepath.Join(dir, "locked.yaml"), filepath.Join(dir, "lock-report.json"), filepath.Join(dir, "kubeconfig")
-	writePrivate(t, man, rel.Manifest)
-	writePrivate(t, rep, rel.Report)
-	writePrivate(t, kc, cluster.KubeconfigBytes())
-	if _, err := store.Init(b.store); err != nil {
-		t.Fatal(err)
-	}
+	mode := ceremonytest.NoNamespace
 	if createNamespace {
-		if err := cluster.CreateNamespace(context.Background(), b.ns); err != nil {
-			t.Fatal(err)
-		}
+		mode = ceremonytest.CreateNamespace
 	}
-	b.cmd = map[string]any{
-		"schema":             evidence.SchemaCommand,
-		"command":            evidence.CommandPreflight,
-		"store":              b.store,
-		"manifest":           map[string]any{"path": man, "digest": fileDigest(t, man)},
-		"lockReport":         map[string]any{"path": rep, "digest": fileDigest(t, rep)},
-		"kubeconfig":         map[string]any{"path": kc, "digest": fileDigest(t, kc), "context": cluster.Context},
-		"kubectl":            map[string]any{"path": cluster.KubectlPath, "digest": string(cluster.KubectlDigest)},
-		"expectedClusterUid": cluster.KubeSystemUID,
-		"fieldManager":       evidence.FieldManager,
-	}
+	b := &bed{t: t, Release: ceremonytest.NewRelease(t, cluster, ceremonytest.ReleaseOptions{
+		Namespace: fmt.Sprintf("ql3-ceremony-%d", namespaces.Add(1)), NamespaceMode: mode, Edit: edit})}
 	t.Cleanup(b.check)
 	return b
-}
-
-func fileDigest(t testing.TB, p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(evidence.FromBytes(b))
-}
-
-func (b *bed) field(name, key string) string { return b.cmd[name].(map[string]any)[key].(string) }
-
-func (b *bed) set(name, key, value string) { b.cmd[name].(map[string]any)[key] = value }
-
-// writeCommand writes the current command, with the given command name and preflight (if not
-// empty), as a private command file.
-func (b *bed) writeCommand(file, command, preflight string) string {
-	c := map[string]any{}
-	for k, v := range b.cmd {
-		c[k] = v
-	}
-	c["command"] = command
-	if preflight != "" {
-		c["preflight"] = preflight
-	}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	p := filepath.Join(b.dir, file)
-	writePrivate(b.t, p, raw)
-	return p
 }
 
 func (b *bed) note(err error) {
@@ -169,7 +81,7 @@ func (b *bed) note(err error) {
 }
 
 func (b *bed) preflight() (*ceremony.Result, error) {
-	return b.preflightFile(b.writeCommand("preflight.json", evidence.CommandPreflight, ""))
+	return b.preflightFile(b.WriteCommand("preflight.json", evidence.CommandPreflight, ""))
 }
 
 // preflightFile runs ceremony.Preflight on a command file as it is.
@@ -180,7 +92,7 @@ func (b *bed) preflightFile(file string) (*ceremony.Result, error) {
 }
 
 func (b *bed) applyFile(pre string) string {
-	return b.writeCommand("apply.json", evidence.CommandApply, pre)
+	return b.WriteCommand("apply.json", evidence.CommandApply, pre)
 }
 
 func (b *bed) apply(file string) (*ceremony.Result, error) {
@@ -196,17 +108,12 @@ func (b *bed) mustApply() (*ceremony.Result, *ceremony.Result, string) {
 	if err != nil {
 		b.t.Fatalf("preflight: %v", err)
 	}
-	af := b.writeCommand("apply.json", evidence.CommandApply, string(pre.Preflight))
+	af := b.WriteCommand("apply.json", evidence.CommandApply, string(pre.Preflight))
 	rc, err := b.apply(af)
 	if err != nil {
 		b.t.Fatalf("apply: %v", err)
 	}
 	return pre, rc, af
-}
-
-func (b *bed) count(kind string) int {
-	es, _ := os.ReadDir(filepath.Join(b.store, "index", kind))
-	return len(es)
 }
 
 // wantRefused asserts the reason code and that nothing was published for it.
@@ -215,10 +122,10 @@ func (b *bed) wantRefused(err error, code refuse.Code, publishedPreflights int) 
 	if got := refuse.CodeOf(err); got != code {
 		b.t.Fatalf("code %q, want %q (%v)", got, code, err)
 	}
-	if n := b.count(evidence.IndexPreflights); n != publishedPreflights {
+	if n := b.Count(evidence.IndexPreflights); n != publishedPreflights {
 		b.t.Fatalf("%d preflights published, want %d", n, publishedPreflights)
 	}
-	if n := b.count(evidence.IndexReceipts); n != 0 {
+	if n := b.Count(evidence.IndexReceipts); n != 0 {
 		b.t.Fatalf("a refused run published %d receipts", n)
 	}
 }
@@ -226,7 +133,7 @@ func (b *bed) wantRefused(err error, code refuse.Code, publishedPreflights int) 
 // wantNoIntent asserts that no apply intent was written: the refusal came before any mutation.
 func (b *bed) wantNoIntent() {
 	b.t.Helper()
-	if n := b.count(evidence.IndexIntents); n != 0 {
+	if n := b.Count(evidence.IndexIntents); n != 0 {
 		b.t.Fatalf("%d apply intents were written before the refusal", n)
 	}
 }
@@ -234,15 +141,15 @@ func (b *bed) wantNoIntent() {
 // repin rewrites the input of command field name (manifest, lockReport or kubeconfig) with data
 // as a private file and pins its new digest, so that only the check under test can refuse it.
 func (b *bed) repin(name string, data []byte) {
-	writePrivate(b.t, b.field(name, "path"), data)
-	b.set(name, "digest", string(evidence.FromBytes(data)))
+	ceremonytest.WritePrivate(b.t, b.Field(name, "path"), data)
+	b.Set(name, "digest", string(evidence.FromBytes(data)))
 }
 
 // unreferencedExecs returns the stored exec records no index entry reaches: those of a run that
 // was refused before it published anything.
 func (b *bed) unreferencedExecs() []evidence.Exec {
 	b.t.Helper()
-	st, err := store.Open(b.store)
+	st, err := store.Open(b.Store)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -267,7 +174,7 @@ func (b *bed) unreferencedExecs() []evidence.Exec {
 // blob returns a stored object's bytes.
 func (b *bed) blob(d evidence.Descriptor) []byte {
 	b.t.Helper()
-	st, err := store.Open(b.store)
+	st, err := store.Open(b.Store)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -282,13 +189,7 @@ func (b *bed) blob(d evidence.Descriptor) []byte {
 // 0755, so that a test may change its mode, links or path without touching the shared tool cache.
 func privateKubectl(t testing.TB) string {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	dir := ceremonytest.PrivateDir(t)
 	src, err := os.Open(cluster.KubectlPath)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +226,7 @@ func (b *bed) check() {
 		}
 	}
 	scan("the ceremony's output and errors", b.out.Bytes())
-	for _, dir := range append([]string{b.store}, b.stores...) {
+	for _, dir := range append([]string{b.Store}, b.stores...) {
 		b.checkStore(dir, scan)
 	}
 }

@@ -159,12 +159,12 @@ var benchStores int
 // command: a new store is a new target, so every apply command is new and really applies.
 func (b *bed) freshApplyCommand(tb testing.TB) string {
 	benchStores++
-	dir := filepath.Join(b.dir, fmt.Sprintf("store-%d", benchStores))
+	dir := filepath.Join(b.Dir, fmt.Sprintf("store-%d", benchStores))
 	if _, err := store.Init(dir); err != nil {
 		tb.Fatal(err)
 	}
 	b.stores = append(b.stores, dir)
-	b.cmd["store"] = dir
+	b.Cmd["store"] = dir
 	pre, err := b.preflight()
 	if err != nil {
 		tb.Fatalf("preflight: %v", err)

@@ -72,7 +72,7 @@ func TestCeremonyHappyPathAndOfflineRerun(t *testing.T) {
 	if rc.Recovered || rc.Offline || rc.Receipt == "" || rc.Preflight != pre.Preflight {
 		t.Fatalf("result %+v", rc)
 	}
-	st, err := store.Open(b.store)
+	st, err := store.Open(b.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestCeremonyHappyPathAndOfflineRerun(t *testing.T) {
 		t.Fatalf("receipt: %d objects, %d execs, %+v", len(r.Objects), len(r.Execs), r)
 	}
 	for _, o := range r.Objects {
-		if o.UID == "" || o.ResourceVersion == "" || o.Namespace != b.ns {
+		if o.UID == "" || o.ResourceVersion == "" || o.Namespace != b.Namespace {
 			t.Fatalf("object %+v", o)
 		}
 	}
-	managers := liveManagers(t, b.ns)
+	managers := liveManagers(t, b.Namespace)
 	if len(managers) != 6 {
 		t.Fatalf("live objects with managers: %v", managers)
 	}
@@ -166,13 +166,13 @@ func TestCeremonyRecoveryAfterKill(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("child was not killed after apply: %v", err)
 	}
-	if b.count(evidence.IndexIntents) != 1 || b.count(evidence.IndexReceipts) != 0 {
+	if b.Count(evidence.IndexIntents) != 1 || b.Count(evidence.IndexReceipts) != 0 {
 		t.Fatal("the killed child did not leave exactly an intent")
 	}
-	if len(liveManagers(t, b.ns)) != 6 {
+	if len(liveManagers(t, b.Namespace)) != 6 {
 		t.Fatal("the killed child's apply did not reach the cluster")
 	}
-	st, err := store.Open(b.store)
+	st, err := store.Open(b.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,9 +201,9 @@ func TestCeremonyRecoveryAfterKill(t *testing.T) {
 // that file applies.
 func TestCeremonyWriteApplyCommand(t *testing.T) {
 	b := newBed(t, true, nil)
-	af := b.dir + "/apply-written.json"
+	af := b.Dir + "/apply-written.json"
 	pre, err := ceremony.Preflight(context.Background(), ceremony.Options{
-		CommandFile: b.writeCommand("preflight.json", evidence.CommandPreflight, ""), WriteApplyCommand: af, Progress: &b.out})
+		CommandFile: b.WriteCommand("preflight.json", evidence.CommandPreflight, ""), WriteApplyCommand: af, Progress: &b.out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,9 +126,9 @@ func TestCeremonyCLI(t *testing.T) {
 		t.Run(output+"/happy path", func(t *testing.T) {
 			b := newBed(t, true, nil)
 			if isJSON {
-				b.set("kubeconfig", "context", cluster.TokenContext) // the token user this time
+				b.Set("kubeconfig", "context", cluster.TokenContext) // the token user this time
 			}
-			pf, af := b.writeCommand("preflight.json", evidence.CommandPreflight, ""), filepath.Join(b.dir, "apply.json")
+			pf, af := b.WriteCommand("preflight.json", evidence.CommandPreflight, ""), filepath.Join(b.Dir, "apply.json")
 			pre := b.ql3(bin, "--output", output, "preflight", "--command-file="+pf, "--write-apply-command="+af).digest(t, isJSON, "preflight")
 			rc := b.ql3(bin, "--output", output, "apply", "--command-file="+af).digest(t, isJSON, "receipt")
 			again := b.ql3(bin, "--output", output, "run", "--command-file="+af).digest(t, isJSON, "receipt")
@@ -136,7 +136,7 @@ func TestCeremonyCLI(t *testing.T) {
 				t.Fatalf("preflight %q, receipt %q, rerun %q", pre, rc, again)
 			}
 			for _, args := range [][]string{{"store", "verify"}, {"audit", rc}, {"audit", pre}} {
-				if r := b.ql3(bin, append([]string{"--output", output, "--store", b.store}, args...)...); r.exit != 0 {
+				if r := b.ql3(bin, append([]string{"--output", output, "--store", b.Store}, args...)...); r.exit != 0 {
 					t.Fatalf("ql3 %v: exit %d\n%s", args, r.exit, r.stderr)
 				}
 			}
@@ -148,7 +148,7 @@ func TestCeremonyCLI(t *testing.T) {
 		}{
 			// Another cluster than the reviewed one.
 			{"uid mismatch", func(_ *testing.T, b *bed) {
-				b.cmd["expectedClusterUid"] = "0b4e9c5a-3f1d-4c2b-9a7e-5d6f8e9a0b1c"
+				b.Cmd["expectedClusterUid"] = "0b4e9c5a-3f1d-4c2b-9a7e-5d6f8e9a0b1c"
 			}, ceremony.CodeClusterUID},
 			// An exec plugin beside the credentials the kubeconfig holds.
 			{"kubeconfig exec", func(t *testing.T, b *bed) {
@@ -165,9 +165,9 @@ func TestCeremonyCLI(t *testing.T) {
 			t.Run(output+"/"+v.name, func(t *testing.T) {
 				b := newBed(t, true, nil)
 				v.edit(t, b)
-				r := b.ql3(bin, "--output", output, "preflight", "--command-file="+b.writeCommand("preflight.json", evidence.CommandPreflight, ""))
+				r := b.ql3(bin, "--output", output, "preflight", "--command-file="+b.WriteCommand("preflight.json", evidence.CommandPreflight, ""))
 				r.wantRefusal(t, isJSON, v.code)
-				if b.count(evidence.IndexPreflights) != 0 || b.count(evidence.IndexReceipts) != 0 {
+				if b.Count(evidence.IndexPreflights) != 0 || b.Count(evidence.IndexReceipts) != 0 {
 					t.Fatal("a refused run published a preflight or receipt")
 				}
 			})

@@ -103,7 +103,7 @@ func TestCeremonyRefusesKubeconfig(t *testing.T) {
 			b := newBed(t, true, nil)
 			b.repin("kubeconfig", []byte(v.edit(t, string(cluster.KubeconfigBytes()))))
 			if v.context != "" {
-				b.set("kubeconfig", "context", v.context)
+				b.Set("kubeconfig", "context", v.context)
 			}
 			runs := 0
 			defer ceremony.SetRunHook(func(string) { runs++ })()
@@ -190,8 +190,8 @@ func TestCeremonyRefusesKubectl(t *testing.T) {
 			b := newBed(t, true, nil)
 			path, d, undo := v.setup(t)
 			defer undo()
-			b.set("kubectl", "path", path)
-			b.set("kubectl", "digest", d)
+			b.Set("kubectl", "path", path)
+			b.Set("kubectl", "digest", d)
 			runs := 0
 			defer ceremony.SetRunHook(func(string) { runs++ })()
 			_, err := b.preflight()
@@ -214,73 +214,73 @@ func TestCeremonyRefusesInputFiles(t *testing.T) {
 	}{
 		// The manifest pinned with the lock report's digest.
 		{"manifest digest pinned wrong", func(_ *testing.T, b *bed) string {
-			b.set("manifest", "digest", b.field("lockReport", "digest"))
+			b.Set("manifest", "digest", b.Field("lockReport", "digest"))
 			return ""
 		}, ceremony.CodeDigestMismatch},
 		// The lock report pinned with the manifest's digest.
 		{"lock report digest pinned wrong", func(_ *testing.T, b *bed) string {
-			b.set("lockReport", "digest", b.field("manifest", "digest"))
+			b.Set("lockReport", "digest", b.Field("manifest", "digest"))
 			return ""
 		}, ceremony.CodeDigestMismatch},
 		// The kubeconfig pinned with the digest of another kubeconfig.
 		{"kubeconfig digest pinned wrong", func(_ *testing.T, b *bed) string {
-			b.set("kubeconfig", "digest", string(evidence.FromBytes(append(cluster.KubeconfigBytes(), '\n'))))
+			b.Set("kubeconfig", "digest", string(evidence.FromBytes(append(cluster.KubeconfigBytes(), '\n'))))
 			return ""
 		}, ceremony.CodeDigestMismatch},
 		// The manifest readable by everyone (0644).
 		{"manifest mode 0644", func(t *testing.T, b *bed) string {
-			chmod(t, b.field("manifest", "path"), 0o644)
+			chmod(t, b.Field("manifest", "path"), 0o644)
 			return ""
 		}, stablefile.CodeNotPrivate},
 		// The kubeconfig readable by the group (0640).
 		{"kubeconfig mode 0640", func(t *testing.T, b *bed) string {
-			chmod(t, b.field("kubeconfig", "path"), 0o640)
+			chmod(t, b.Field("kubeconfig", "path"), 0o640)
 			return ""
 		}, stablefile.CodeNotPrivate},
 		// The lock report in a directory others can list (0755).
 		{"lock report in a 0755 directory", func(t *testing.T, b *bed) string {
-			pub := filepath.Join(b.dir, "pub")
+			pub := filepath.Join(b.Dir, "pub")
 			if err := os.Mkdir(pub, 0o700); err != nil {
 				t.Fatal(err)
 			}
 			p := filepath.Join(pub, "lock-report.json")
-			if err := os.Rename(b.field("lockReport", "path"), p); err != nil {
+			if err := os.Rename(b.Field("lockReport", "path"), p); err != nil {
 				t.Fatal(err)
 			}
 			chmod(t, pub, 0o755)
-			b.set("lockReport", "path", p)
+			b.Set("lockReport", "path", p)
 			return ""
 		}, stablefile.CodeNotPrivate},
 		// The command file itself readable by everyone.
 		{"command file mode 0644", func(t *testing.T, b *bed) string {
-			f := b.writeCommand("preflight.json", evidence.CommandPreflight, "")
+			f := b.WriteCommand("preflight.json", evidence.CommandPreflight, "")
 			chmod(t, f, 0o644)
 			return f
 		}, stablefile.CodeNotPrivate},
 		// The manifest path is a symlink to the real file.
 		{"manifest symlinked", func(t *testing.T, b *bed) string {
-			link := filepath.Join(b.dir, "manifest-link.yaml")
-			if err := os.Symlink(b.field("manifest", "path"), link); err != nil {
+			link := filepath.Join(b.Dir, "manifest-link.yaml")
+			if err := os.Symlink(b.Field("manifest", "path"), link); err != nil {
 				t.Fatal(err)
 			}
-			b.set("manifest", "path", link)
+			b.Set("manifest", "path", link)
 			return ""
 		}, stablefile.CodeSymlink},
 		// The kubeconfig the command names does not exist.
 		{"kubeconfig missing", func(t *testing.T, b *bed) string {
-			b.set("kubeconfig", "path", filepath.Join(b.dir, "absent"))
+			b.Set("kubeconfig", "path", filepath.Join(b.Dir, "absent"))
 			return ""
 		}, stablefile.CodeNotFound},
 		// A manifest with a second hard link.
 		{"manifest hardlinked", func(t *testing.T, b *bed) string {
-			if err := os.Link(b.field("manifest", "path"), filepath.Join(b.dir, "manifest-link")); err != nil {
+			if err := os.Link(b.Field("manifest", "path"), filepath.Join(b.Dir, "manifest-link")); err != nil {
 				t.Fatal(err)
 			}
 			return ""
 		}, stablefile.CodeLinkCount},
 		// A manifest edited after it was locked and re-pinned: the lock report binds other bytes.
 		{"manifest edited after locking", func(t *testing.T, b *bed) string {
-			m, err := os.ReadFile(b.field("manifest", "path"))
+			m, err := os.ReadFile(b.Field("manifest", "path"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +289,7 @@ func TestCeremonyRefusesInputFiles(t *testing.T) {
 		}, lock.CodeManifestDigest},
 		// A lock report edited and re-pinned: its self digest no longer holds.
 		{"lock report edited", func(t *testing.T, b *bed) string {
-			r, err := os.ReadFile(b.field("lockReport", "path"))
+			r, err := os.ReadFile(b.Field("lockReport", "path"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func TestCeremonyRefusesInputFiles(t *testing.T) {
 		}, lock.CodeSelfDigest},
 		// An apply command given to the preflight subcommand.
 		{"apply command to preflight", func(_ *testing.T, b *bed) string {
-			return b.writeCommand("apply.json", evidence.CommandApply, string(evidence.FromBytes([]byte("p"))))
+			return b.WriteCommand("apply.json", evidence.CommandApply, string(evidence.FromBytes([]byte("p"))))
 		}, ceremony.CodeCommandMismatch},
 	}
 	for _, v := range vectors {
@@ -306,7 +306,7 @@ func TestCeremonyRefusesInputFiles(t *testing.T) {
 			b := newBed(t, true, nil)
 			f := v.prepare(t, b)
 			if f == "" {
-				f = b.writeCommand("preflight.json", evidence.CommandPreflight, "")
+				f = b.WriteCommand("preflight.json", evidence.CommandPreflight, "")
 			}
 			_, err := b.preflightFile(f)
 			b.wantRefused(err, v.code, 0)

@@ -30,16 +30,16 @@ func TestCeremonyApplyRefusedAfterMutation(t *testing.T) {
 	}{
 		// An object deleted before the convergence read: kubectl get -f exits non-zero.
 		{"object deleted", func(t *testing.T, b *bed) {
-			kubectl(t, nil, "delete", "configmap", "qinglong-config", "-n", b.ns, "--wait=true")
+			kubectl(t, nil, "delete", "configmap", "qinglong-config", "-n", b.Namespace, "--wait=true")
 		}, ceremony.CodeConvergenceRead, "", nil},
 		// A release annotation overwritten by another manager: the convergence verifier refuses,
 		// and the rerun refuses too (the dry-run conflicts, ql3 never forces) until the other
 		// manager gives the field up.
 		{"annotation taken by another manager", func(t *testing.T, b *bed) {
-			kubectl(t, nil, "annotate", "--overwrite", "--field-manager=intruder", "-n", b.ns,
+			kubectl(t, nil, "annotate", "--overwrite", "--field-manager=intruder", "-n", b.Namespace,
 				"deployment/qinglong-api", "qinglong.io/release-version=3.4.0")
 		}, convergence.CodeAnnotationMismatch, ceremony.CodeDryRunConflict, func(t *testing.T, b *bed) {
-			kubectl(t, nil, "annotate", "--field-manager=intruder", "-n", b.ns,
+			kubectl(t, nil, "annotate", "--field-manager=intruder", "-n", b.Namespace,
 				"deployment/qinglong-api", "qinglong.io/release-version-")
 		}},
 	}
@@ -65,7 +65,7 @@ func TestCeremonyApplyRefusedAfterMutation(t *testing.T) {
 			}
 			b.wantRefused(err, v.code, 1)
 			wantPartialHint(t, err)
-			st, err := store.Open(b.store)
+			st, err := store.Open(b.Store)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestCeremonyApplyRefusedAfterMutation(t *testing.T) {
 			if r := readReceipt(t, st, evidence.Descriptor{MediaType: evidence.MediaTypeReceipt, Digest: rc.Receipt}); !r.Recovered || len(r.Objects) != 6 {
 				t.Fatalf("receipt: recovered %v, %d objects", r.Recovered, len(r.Objects))
 			}
-			for obj, ms := range liveManagers(t, b.ns) {
+			for obj, ms := range liveManagers(t, b.Namespace) {
 				if len(ms) != 1 || ms[0] != evidence.FieldManager+"/Apply" {
 					t.Fatalf("%s managed by %v after the recovery", obj, ms)
 				}

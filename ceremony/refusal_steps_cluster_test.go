@@ -11,6 +11,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
 )
@@ -26,7 +27,7 @@ type change struct {
 var changes = []change{
 	// The manifest rewritten in place: same inode, one more line.
 	{"manifest rewritten", func(t *testing.T, b *bed, _, _ string) func() {
-		f, err := os.OpenFile(b.field("manifest", "path"), os.O_WRONLY|os.O_APPEND, 0)
+		f, err := os.OpenFile(b.Field("manifest", "path"), os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
 			_, err = f.WriteString("# changed\n")
 			err = errors.Join(err, f.Close())
@@ -38,7 +39,7 @@ var changes = []change{
 	}, stablefile.CodeChanged},
 	// The kubeconfig replaced by a rename of identical bytes: same digest, another inode.
 	{"kubeconfig replaced", func(t *testing.T, b *bed, _, _ string) func() {
-		p := b.field("kubeconfig", "path")
+		p := b.Field("kubeconfig", "path")
 		tmp := p + ".new"
 		if err := os.WriteFile(tmp, cluster.KubeconfigBytes(), 0o600); err != nil {
 			t.Error(err)
@@ -88,8 +89,8 @@ func TestCeremonyRefusesInputChangedBetweenSteps(t *testing.T) {
 			for _, c := range changes {
 				t.Run(run[len("cluster.deployment."):]+"/after "+step+"/"+c.name, func(t *testing.T) {
 					b := newBed(t, true, nil)
-					b.set("kubectl", "path", exe)
-					file, published := b.writeCommand("preflight.json", evidence.CommandPreflight, ""), 0
+					b.Set("kubectl", "path", exe)
+					file, published := b.WriteCommand("preflight.json", evidence.CommandPreflight, ""), 0
 					if run == evidence.CommandApply {
 						pre, err := b.preflightFile(file)
 						if err != nil {
@@ -162,11 +163,11 @@ func TestCeremonyRefusesOnCluster(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			b := newBed(t, v.namespace, v.edit)
 			if v.uid != "" {
-				b.cmd["expectedClusterUid"] = v.uid
+				b.Cmd["expectedClusterUid"] = v.uid
 			}
 			_, err := b.preflight()
 			b.wantRefused(err, v.code, 0)
-			if want := strings.ReplaceAll(v.names, "%NS%", b.ns); !strings.Contains(err.Error(), want) {
+			if want := strings.ReplaceAll(v.names, "%NS%", b.Namespace); !strings.Contains(err.Error(), want) {
 				t.Fatalf("message %q does not name %q", err.Error(), want)
 			}
 		})
@@ -175,7 +176,7 @@ func TestCeremonyRefusesOnCluster(t *testing.T) {
 
 // blobFile reads the bed's input of command field name.
 func (b *bed) blobFile(name string) []byte {
-	raw, err := os.ReadFile(b.field(name, "path"))
+	raw, err := os.ReadFile(b.Field(name, "path"))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -193,12 +194,12 @@ func TestCeremonyRefusesConflict(t *testing.T) {
 	}{
 		// A server-side apply of one ConfigMap key with another value by manager "other".
 		{"server-side apply by another manager", func(t *testing.T, b *bed) {
-			kubectl(t, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: qinglong-config\n  namespace: "+b.ns+"\ndata:\n  QL_LOG_LEVEL: debug\n"),
+			kubectl(t, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: qinglong-config\n  namespace: "+b.Namespace+"\ndata:\n  QL_LOG_LEVEL: debug\n"),
 				"apply", "--server-side", "--field-manager=other", "-f=-")
 		}, "configmap/qinglong-config", ".data.QL_LOG_LEVEL", "other"},
 		// The ConfigMap created first with kubectl create.
 		{"kubectl create first", func(t *testing.T, b *bed) {
-			kubectl(t, nil, "create", "configmap", "qinglong-config", "-n", b.ns, "--from-literal=QL_LOG_LEVEL=debug")
+			kubectl(t, nil, "create", "configmap", "qinglong-config", "-n", b.Namespace, "--from-literal=QL_LOG_LEVEL=debug")
 		}, "configmap/qinglong-config", ".data.QL_LOG_LEVEL", "kubectl-create"},
 		// An earlier bare (client-side) kubectl apply of the manifest with one annotation changed.
 		{"bare client-side apply", func(t *testing.T, b *bed) {
@@ -263,9 +264,9 @@ func TestCeremonyApplyRefusesPreflight(t *testing.T) {
 	}{
 		// The same manifest bytes under another path: another target than the preflight's.
 		{"preflight of another target", func(t *testing.T, b *bed, pre string) string {
-			p := filepath.Join(b.dir, "locked-copy.yaml")
-			writePrivate(t, p, b.blobFile("manifest"))
-			b.set("manifest", "path", p)
+			p := filepath.Join(b.Dir, "locked-copy.yaml")
+			ceremonytest.WritePrivate(t, p, b.blobFile("manifest"))
+			b.Set("manifest", "path", p)
 			return b.applyFile(pre)
 		}, ceremony.CodePreflightTarget},
 		// A digest nothing in the store has.
@@ -274,11 +275,11 @@ func TestCeremonyApplyRefusesPreflight(t *testing.T) {
 		}, ceremony.CodePreflightNotFound},
 		// A stored object that is not a preflight report (the manifest blob).
 		{"digest of a stored non-preflight", func(_ *testing.T, b *bed, _ string) string {
-			return b.applyFile(b.field("manifest", "digest"))
+			return b.applyFile(b.Field("manifest", "digest"))
 		}, ceremony.CodePreflightNotFound},
 		// The preflight command file given to the apply subcommand.
 		{"preflight command to apply", func(_ *testing.T, b *bed, _ string) string {
-			return b.writeCommand("preflight.json", evidence.CommandPreflight, "")
+			return b.WriteCommand("preflight.json", evidence.CommandPreflight, "")
 		}, ceremony.CodeCommandMismatch},
 	}
 	for _, v := range vectors {

@@ -25,8 +25,8 @@ func standInBed(t *testing.T, mode string) *bed {
 	}
 	path, d := kubectltest.BuildStandIn(t, mode, real)
 	b := newBed(t, true, nil)
-	b.set("kubectl", "path", path)
-	b.set("kubectl", "digest", string(d))
+	b.Set("kubectl", "path", path)
+	b.Set("kubectl", "digest", string(d))
 	return b
 }
 
@@ -74,7 +74,7 @@ func TestCeremonyStandInFaults(t *testing.T) {
 			b := standInBed(t, v.mode)
 			start := time.Now()
 			_, err := ceremony.Preflight(context.Background(), ceremony.Options{
-				CommandFile: b.writeCommand("preflight.json", evidence.CommandPreflight, ""),
+				CommandFile: b.WriteCommand("preflight.json", evidence.CommandPreflight, ""),
 				StepTimeout: 2 * time.Second, Progress: &b.out})
 			b.note(err)
 			b.wantRefused(err, v.code, 0)
@@ -86,8 +86,8 @@ func TestCeremonyStandInFaults(t *testing.T) {
 			if !v.stdout(out) || e.StdoutBytes != int64(len(out)) || e.ExitCode != v.exit {
 				t.Fatalf("exec record: exit %d (want %d), %d stdout bytes stored: %.80q", e.ExitCode, v.exit, e.StdoutBytes, out)
 			}
-			if string(e.KubectlDigest) != b.field("kubectl", "digest") {
-				t.Fatalf("exec record names kubectl %s, the command pins %s", e.KubectlDigest, b.field("kubectl", "digest"))
+			if string(e.KubectlDigest) != b.Field("kubectl", "digest") {
+				t.Fatalf("exec record names kubectl %s, the command pins %s", e.KubectlDigest, b.Field("kubectl", "digest"))
 			}
 		})
 	}
@@ -106,10 +106,10 @@ func TestCeremonyStandInLostResponse(t *testing.T) {
 	_, err = b.apply(b.applyFile(string(pre.Preflight)))
 	b.wantRefused(err, kubectlrun.CodeKilled, 1)
 	wantPartialHint(t, err)
-	if b.count(evidence.IndexIntents) != 1 {
+	if b.Count(evidence.IndexIntents) != 1 {
 		t.Fatal("no apply intent before the lost mutation")
 	}
-	st, err := store.Open(b.store)
+	st, err := store.Open(b.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestCeremonyStandInLostResponse(t *testing.T) {
 	if err != nil || !rep.OK() || len(rep.Unfinished) != 1 {
 		t.Fatalf("verify: %v %+v", err, rep)
 	}
-	if m := liveManagers(t, b.ns); len(m) != 6 {
+	if m := liveManagers(t, b.Namespace); len(m) != 6 {
 		t.Fatalf("the lost apply did not reach the cluster: %v", m)
 	}
 	e := b.failedExec(evidence.StepApply)
