@@ -24,18 +24,30 @@ import (
 // The ceremony runs against the real kube-apiserver, etcd and kubectl of internal/testcluster.
 var cluster *testcluster.Cluster
 
-// childEnv names the apply command file a re-executed test binary applies; the child kills itself
-// with SIGKILL right after the server-side apply returned, as a crash after the mutation.
-const childEnv = "QL3_CEREMONY_TEST_CHILD"
+// childEnv names the command file a re-executed test binary runs; killEnv says where the child
+// kills itself with SIGKILL: "after:<step>" once that kubectl step returned and was recorded, or
+// "before:<step>" just before it starts (default "after:apply", a crash after the mutation).
+const (
+	childEnv = "QL3_CEREMONY_TEST_CHILD"
+	killEnv  = "QL3_CEREMONY_TEST_KILL"
+)
 
 func TestMain(m *testing.M) {
 	if cf := os.Getenv(childEnv); cf != "" {
-		ceremony.SetAfterStep(func(step string) {
-			if step == evidence.StepApply {
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		at := os.Getenv(killEnv)
+		if at == "" {
+			at = "after:" + evidence.StepApply
+		}
+		kill := func(when string) func(string) {
+			return func(step string) {
+				if when+":"+step == at {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
 			}
-		})
-		if _, err := ceremony.Apply(context.Background(), ceremony.Options{CommandFile: cf}); err != nil {
+		}
+		ceremony.SetAfterStep(kill("after"))
+		ceremony.SetRunHook(kill("before"))
+		if _, err := ceremony.Run(context.Background(), ceremony.Options{CommandFile: cf}, ""); err != nil {
 			os.Exit(3)
 		}
 		os.Exit(0)
