@@ -9,6 +9,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -25,11 +26,7 @@ func TestCeremonyCommandRequiresFile(t *testing.T) {
 }
 
 func TestCeremonyCommandMismatch(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Chmod(dir, 0o700)
+	dir := ceremonytest.PrivateDir(t)
 	d := string(evidence.FromBytes(nil))
 	c := map[string]any{
 		"schema": evidence.SchemaCommand, "command": evidence.CommandApply, "store": filepath.Join(dir, "store"),
