@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	auditpkg "github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -113,6 +115,24 @@ func (r cliRun) wantRefusal(t *testing.T, asJSON bool, code refuse.Code) {
 	}
 }
 
+// wantAuditRefusal checks a failed audit: exit 1, one refusal line with the first failed check's
+// code on stderr, and the report on stdout (one line per check ending in FAILED, or the report
+// object with ok false and that code).
+func (r cliRun) wantAuditRefusal(t *testing.T, asJSON bool, code refuse.Code) {
+	t.Helper()
+	if r.exit != 1 || strings.Count(string(r.stderr), "ql3: refused: ") != 1 || !strings.Contains(string(r.stderr), "ql3: refused: "+string(code)+": ") {
+		t.Fatalf("exit %d, want 1 with one %s refusal line:\n%s", r.exit, code, r.stderr)
+	}
+	if asJSON {
+		var m map[string]any
+		if err := json.Unmarshal(r.stdout, &m); err != nil || m["ok"] != false || m["code"] != string(code) {
+			t.Fatalf("json report %q: %v", r.stdout, err)
+		}
+	} else if !bytes.Contains(r.stdout, []byte(" FAILED: ")) {
+		t.Fatalf("text report %q does not end FAILED", r.stdout)
+	}
+}
+
 // TestCeremonyCLI runs the happy path and three refusals through the built ql3 binary, in text
 // and in json output, and scans its stdout and stderr for the cluster's credentials (the bed's
 // cleanup scans the store).
@@ -140,6 +160,31 @@ func TestCeremonyCLI(t *testing.T) {
 					t.Fatalf("ql3 %v: exit %d\n%s", args, r.exit, r.stderr)
 				}
 			}
+			// The receipt.audit command through ql3 run: it passes for its receipt and target,
+			// and is refused for a preflight digest and for another target.
+			audit := func(receipt string, edit func(c map[string]any)) cliRun {
+				c := map[string]any{}
+				for k, v := range b.Cmd {
+					c[k] = v
+				}
+				c["command"], c["receipt"] = evidence.CommandReceiptAudit, receipt
+				if edit != nil {
+					edit(c)
+				}
+				raw, err := json.Marshal(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := filepath.Join(b.Dir, "audit.json")
+				ceremonytest.WritePrivate(t, f, raw)
+				return b.ql3(bin, "--output", output, "run", "--command-file="+f)
+			}
+			ok := audit(rc, nil)
+			if ok.exit != 0 || (isJSON && !bytes.Contains(ok.stdout, []byte(`"ok":true`))) || (!isJSON && !bytes.Contains(ok.stdout, []byte(" passed: "))) {
+				t.Fatalf("receipt.audit: exit %d\n%s%s", ok.exit, ok.stdout, ok.stderr)
+			}
+			audit(pre, nil).wantAuditRefusal(t, isJSON, auditpkg.CodeSubject)
+			audit(rc, func(c map[string]any) { c["expectedClusterUid"] = "0b4e9c5a-3f1d-4c2b-9a7e-5d6f8e9a0b1c" }).wantAuditRefusal(t, isJSON, auditpkg.CodeTarget)
 		})
 		vectors := []struct {
 			name string
