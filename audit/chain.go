@@ -29,9 +29,8 @@ type run struct {
 	steps        []string // the steps execs must be, in order
 
 	// derived by the checks, for the checks after them
-	pc            *ceremony.ParsedCommand
-	lockResult    *lock.Result
-	manifestBytes []byte
+	pc         *ceremony.ParsedCommand
+	lockResult *lock.Result
 }
 
 func (r *run) name(n string) string { return r.prefix + n }
@@ -39,12 +38,14 @@ func (r *run) name(n string) string { return r.prefix + n }
 // commandCheck loads the command record and re-validates it with the ceremony's own parser.
 func (a *auditor) commandCheck(r *run) bool {
 	return a.check(r.name("command"), func() (string, error) {
-		var c evidence.Command
-		if err := a.load(r.command, evidence.MediaTypeCommand, &c); err != nil {
+		// One read: the record's own rules (canonical, schema, closed shape), then the ceremony's
+		// parser over the same bytes.
+		b, err := a.blob(r.command, evidence.MediaTypeCommand)
+		if err != nil {
 			return "", err
 		}
-		b, err := a.src.GetDescriptor(r.command)
-		if err != nil {
+		var c evidence.Command
+		if err := evidence.DecodeRecord(evidence.MediaTypeCommand, b, &c); err != nil {
 			return "", err
 		}
 		pc, err := ceremony.ParseCommand(b)
@@ -222,7 +223,7 @@ func (a *auditor) lockCheck(r *run) bool {
 		if res.ManifestDigest != r.manifest.Digest {
 			return "", refuse.New(CodeLock, "lock report binds manifest %s, the stored manifest is %s", res.ManifestDigest, r.manifest.Digest)
 		}
-		r.lockResult, r.manifestBytes = res, man
+		r.lockResult = res
 		return fmt.Sprintf("release %s, %d resources, %d image authorities, report %s", res.ReleaseVersion, len(res.Objects), len(res.Authorities), res.ReportDigest), nil
 	})
 }
