@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$root"
 ql3="$root/bin/ql3"
 : "${QL3_K8S_TOOLS:?QL3_K8S_TOOLS must name the k8s tools dir (make demo sets it)}"
-[[ -x $ql3 ]] || go build -o "$ql3" ./cmd/ql3
+[[ -x $ql3 ]] || CGO_ENABLED=0 go build -trimpath -o "$ql3" ./cmd/ql3
 
 log() { printf 'demo: %s\n' "$*" >&2; }
 
