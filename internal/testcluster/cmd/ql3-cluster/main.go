@@ -4,11 +4,17 @@
 //	ql3-cluster up    start the cluster, or report the one already running
 //	ql3-cluster env   print QL3_*=value lines for the running cluster (exit 1 if none)
 //	ql3-cluster down  stop the recorded processes and remove the state directory
+//
+// The state directory is $QL3_CLUSTER_DIR when set (an absolute path), otherwise one per checkout:
+// $HOME/.cache/ql3/clusters/<first 16 hex of SHA-256 of the checkout's absolute path>. Two
+// checkouts, or two test runs that set their own QL3_CLUSTER_DIR, never stop each other's cluster.
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,12 +78,43 @@ func usage() {
 	os.Exit(2)
 }
 
+// stateDir names this checkout's cluster state. The checkout is the directory holding go.mod,
+// found upwards from the working directory (`go run` and make both run from the checkout).
 func stateDir() (string, error) {
+	if d := os.Getenv("QL3_CLUSTER_DIR"); d != "" {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return "", fmt.Errorf("ql3-cluster: QL3_CLUSTER_DIR %q is not an absolute clean path", d)
+		}
+		return d, nil
+	}
+	checkout, err := checkoutRoot()
+	if err != nil {
+		return "", err
+	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("ql3-cluster: home: %w", err)
 	}
-	return filepath.Join(home, ".cache", "ql3", "cluster"), nil
+	sum := sha256.Sum256([]byte(checkout))
+	return filepath.Join(home, ".cache", "ql3", "clusters", hex.EncodeToString(sum[:8])), nil
+}
+
+func checkoutRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("ql3-cluster: working directory: %w", err)
+	}
+	if wd, err = filepath.EvalSymlinks(wd); err != nil {
+		return "", fmt.Errorf("ql3-cluster: working directory: %w", err)
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("ql3-cluster: no go.mod above %s: run from the checkout or set QL3_CLUSTER_DIR", wd)
+		}
+	}
 }
 
 func up() error {
@@ -97,7 +134,10 @@ func up() error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("ql3-cluster: clean stale state: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("ql3-cluster: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("ql3-cluster: %w", err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
