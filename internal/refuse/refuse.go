@@ -39,21 +39,26 @@ type Error struct {
 	Err   error  // optional cause; its text is appended to Msg, so it obeys the same rules
 }
 
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Msg, e.Err)
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Msg)
-}
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message() }
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Message is the text after "CODE: " in the refusal line.
+// Message is the text after "CODE: " in the refusal line. A wrapped refusal renders each code
+// once: its message follows without its code when the code is the outer one (a check that adds
+// context to a refusal it passes on), and after its code when it differs (a cause of another
+// kind); the outermost code is the one the line starts with and the one a script reads.
 func (e *Error) Message() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %v", e.Msg, e.Err)
+	if e.Err == nil {
+		return e.Msg
 	}
-	return e.Msg
+	var inner *Error
+	if errors.As(e.Err, &inner) && inner == e.Err {
+		if inner.Code == e.Code {
+			return e.Msg + ": " + inner.Message()
+		}
+		return e.Msg + ": " + inner.Error()
+	}
+	return fmt.Sprintf("%s: %v", e.Msg, e.Err)
 }
 
 // New returns a refusal of class Refused.
