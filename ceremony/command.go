@@ -227,7 +227,20 @@ func validateCommand(c *evidence.Command) error {
 // Expect refuses a command whose name is not want (a named subcommand given another command's file).
 func (p *ParsedCommand) Expect(want string) error {
 	if p.Command.Command != want {
-		return refuse.New(CodeCommandMismatch, "command file holds %s, not %s", p.Command.Command, want)
+		return refuse.New(CodeCommandMismatch, "command file holds %s, not %s", p.Command.Command, want).
+			WithHint("run this file with %s, or with ql3 run, which dispatches on the file's command", subcommandFor(p.Command.Command))
 	}
 	return nil
+}
+
+// subcommandFor names the ql3 subcommand that runs a command.
+func subcommandFor(command string) string {
+	switch command {
+	case evidence.CommandPreflight:
+		return "ql3 preflight"
+	case evidence.CommandApply:
+		return "ql3 apply"
+	default:
+		return "ql3 run"
+	}
 }

@@ -1,40 +1,53 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/audit"
-	"github.com/qinglong/ql3/evidence"
 )
 
-func init() {
-	registerCommand(func(o *RootOptions) *cobra.Command {
-		return &cobra.Command{
-			Use:   "audit DIGEST",
-			Short: "Audit a receipt or preflight report offline, re-deriving every verdict from the store",
-			Long: "Audit a receipt or a preflight report from a copy of the evidence store alone: no network\n" +
-				"connection is opened and no program is run. Exit 0 only if every check passes.",
-			Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, a []string) error {
-				st, err := o.OpenStore()
-				if err != nil {
-					return err
-				}
-				d, err := evidence.ParseDigest(a[0])
-				if err != nil {
-					return err
-				}
-				rep, err := audit.Audit(st, d)
-				if err != nil {
-					return err
-				}
-				return o.printAudit(cmd.OutOrStdout(), rep)
-			},
-		}
-	})
+// auditOptions are the flags and argument of `ql3 audit`.
+type auditOptions struct {
+	root    *RootOptions
+	subject digest.Digest
+}
+
+func newAuditCmd(root *RootOptions) *cobra.Command {
+	o := &auditOptions{root: root}
+	return &cobra.Command{
+		Use:   "audit DIGEST",
+		Short: "Audit a receipt or preflight report offline, re-deriving every verdict from the store",
+		Long: "Audit a receipt or a preflight report from a copy of the evidence store alone: no network\n" +
+			"connection is opened and no program is run. Exit 0 only if every check passes.",
+		Example: "  ql3 audit --store /abs/evidence sha256:5f0c...\n  QL3_STORE=/abs/evidence ql3 audit -o json sha256:5f0c...",
+		Args:    cobra.ExactArgs(1),
+		RunE:    runE(o),
+	}
+}
+
+func (o *auditOptions) complete(_ *cobra.Command, args []string) error {
+	var err error
+	o.subject, err = digestArg("DIGEST", args[0])
+	return err
+}
+
+func (o *auditOptions) validate() error { return nil }
+
+func (o *auditOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	rep, err := audit.Audit(st, o.subject)
+	if err != nil {
+		return err
+	}
+	return o.root.printAudit(s.out, rep)
 }
 
 // printAudit prints the report (one line per check, or the report object under --output json) and

@@ -1,36 +1,57 @@
 package main
 
 import (
+	"context"
+
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/evidence"
 )
 
-func init() {
-	registerCommand(func(o *RootOptions) *cobra.Command {
-		return &cobra.Command{
-			Use:   "canonicalize [FILE|-]",
-			Short: "Print the RFC 8785 canonical form of a JSON document",
-			Args:  cobra.MaximumNArgs(1),
-			RunE: func(cmd *cobra.Command, a []string) error {
-				name := "-"
-				if len(a) == 1 {
-					name = a[0]
-				}
-				b, err := readInput(name)
-				if err != nil {
-					return err
-				}
-				c, err := evidence.Canonicalize(b)
-				if err != nil {
-					return err
-				}
-				if o.Output == "json" {
-					return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "canonical": string(c), "digest": evidence.FromBytes(c)}, "")
-				}
-				_, err = cmd.OutOrStdout().Write(append(c, '\n'))
-				return err
-			},
-		}
-	})
+// canonicalizeOptions: `ql3 canonicalize [FILE|-]`.
+type canonicalizeOptions struct {
+	root *RootOptions
+	name string
+}
+
+func newCanonicalizeCmd(root *RootOptions) *cobra.Command {
+	o := &canonicalizeOptions{root: root}
+	return &cobra.Command{
+		Use:     "canonicalize [FILE|-]",
+		Short:   "Print the RFC 8785 canonical form of a JSON document",
+		Example: "  ql3 canonicalize record.json\n  echo '{\"b\":1,\"a\":2}' | ql3 canonicalize -o json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE:    runE(o),
+	}
+}
+
+func (o *canonicalizeOptions) complete(_ *cobra.Command, a []string) error {
+	o.name = "-"
+	if len(a) == 1 {
+		o.name = a[0]
+	}
+	return nil
+}
+
+func (o *canonicalizeOptions) validate() error { return nil }
+
+func (o *canonicalizeOptions) run(_ context.Context, s streams) error {
+	b, err := readInput(o.name)
+	if err != nil {
+		return err
+	}
+	c, err := evidence.Canonicalize(b)
+	if err != nil {
+		return err
+	}
+	if o.root.Output == "json" {
+		return o.root.printResult(s.out, struct {
+			OK        bool          `json:"ok"`
+			Canonical string        `json:"canonical"`
+			Digest    digest.Digest `json:"digest"`
+		}{true, string(c), evidence.FromBytes(c)}, "")
+	}
+	_, err = s.out.Write(append(c, '\n'))
+	return err
 }

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,76 +14,109 @@ import (
 	"github.com/qinglong/ql3/store"
 )
 
-// CodeCommandFileFlag: --command-file is missing.
-const CodeCommandFileFlag refuse.Code = "COMMAND_FILE_REQUIRED"
-
-func init() {
-	registerCommand(func(root *RootOptions) *cobra.Command { return ceremonyCommand(root, "run", "") })
-	registerCommand(func(root *RootOptions) *cobra.Command {
-		return ceremonyCommand(root, "preflight", evidence.CommandPreflight)
-	})
-	registerCommand(func(root *RootOptions) *cobra.Command {
-		return ceremonyCommand(root, "apply", evidence.CommandApply)
-	})
+// ceremonyOptions are the flags of `ql3 preflight`, `ql3 apply` and `ql3 run`, which differ only
+// in the command a file must name (want; "" for run, which dispatches on the file).
+type ceremonyOptions struct {
+	root         *RootOptions
+	want         string
+	commandFile  string
+	writeApply   string
+	stepTimeout  time.Duration
+	writeApplyOK bool // the subcommand takes --write-apply-command at all
 }
 
-// ceremonyCommand builds `ql3 run|preflight|apply --command-file=F`.
-func ceremonyCommand(root *RootOptions, use, want string) *cobra.Command {
-	var opts ceremony.Options
-	short := map[string]string{
-		"run":       "Run the command a command file names (preflight, apply or receipt.audit)",
-		"preflight": "Verify inputs, cluster identity and a server-side dry-run; publish a preflight report",
-		"apply":     "Apply a preflighted manifest and publish a receipt",
-	}[use]
-	cmd := &cobra.Command{
-		Use:   use + " --command-file=PATH",
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.CommandFile == "" {
-				return refuse.NewUsage(CodeCommandFileFlag, "--command-file is required")
-			}
-			opts.Progress = cmd.ErrOrStderr()
-			cf, err := ceremony.ReadCommand(opts.CommandFile, want)
-			if err != nil {
-				return err
-			}
-			if c := &cf.Parsed.Command; c.Command == evidence.CommandReceiptAudit {
-				st, err := store.Open(c.Store)
-				if err != nil {
-					return err
-				}
-				rep, err := audit.AuditFor(st, *c.Receipt, cf.Parsed.Target)
-				if err != nil {
-					return err
-				}
-				return root.printAudit(cmd.OutOrStdout(), rep)
-			}
-			res, err := ceremony.Execute(cmd.Context(), opts, cf)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if root.Output == "json" {
-				b, err := json.Marshal(res)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(out, "%s\n", b)
-				return err
-			}
-			d := res.Receipt
-			if res.Command == evidence.CommandPreflight {
-				d = res.Preflight
-			}
-			_, err = fmt.Fprintln(out, d)
+func newCeremonyCmd(root *RootOptions, use, want, short, example string) *cobra.Command {
+	o := &ceremonyOptions{root: root, want: want, writeApplyOK: use != "apply"}
+	c := &cobra.Command{
+		Use:     use + " --command-file=PATH",
+		Short:   short,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE:    runE(o),
+	}
+	c.Flags().StringVar(&o.commandFile, "command-file", "", "absolute path of the private command file")
+	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	if o.writeApplyOK {
+		c.Flags().StringVar(&o.writeApply, "write-apply-command", "", "preflight: write the apply command file here (absolute, 0600, never replaced)")
+	}
+	return c
+}
+
+func newPreflightCmd(root *RootOptions) *cobra.Command {
+	return newCeremonyCmd(root, "preflight", evidence.CommandPreflight,
+		"Verify inputs, cluster identity and a server-side dry-run; publish a preflight report",
+		"  ql3 preflight --command-file=/abs/private/preflight.json --write-apply-command=/abs/private/apply.json")
+}
+
+func newApplyCmd(root *RootOptions) *cobra.Command {
+	return newCeremonyCmd(root, "apply", evidence.CommandApply,
+		"Apply a preflighted manifest server-side and publish a receipt",
+		"  ql3 apply --command-file=/abs/private/apply.json")
+}
+
+func newRunCmd(root *RootOptions) *cobra.Command {
+	return newCeremonyCmd(root, "run", "",
+		"Run the command a command file names (preflight, apply or receipt.audit)",
+		"  ql3 run --command-file=/abs/private/apply.json\n  ql3 run --command-file=/abs/private/audit.json -o json")
+}
+
+func (o *ceremonyOptions) complete(*cobra.Command, []string) error { return nil }
+
+func (o *ceremonyOptions) validate() error {
+	if err := requireFlags([2]string{"--command-file", o.commandFile}); err != nil {
+		return err
+	}
+	if err := checkAbsolute("--command-file", o.commandFile); err != nil {
+		return err
+	}
+	if o.writeApply != "" {
+		return checkAbsolute("--write-apply-command", o.writeApply)
+	}
+	return nil
+}
+
+// checkFile refuses flags that contradict the command file: a store other than the file's (the
+// file names its store; ql3 never silently uses another) and --write-apply-command on a file that
+// is not a preflight.
+func (o *ceremonyOptions) checkFile(c *evidence.Command) error {
+	if o.root.Store != "" && o.root.Store != c.Store {
+		return refuse.NewUsage(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, c.Store).
+			WithHint("drop %s: a ceremony always uses its command file's store", o.root.storeName())
+	}
+	if o.writeApply != "" && c.Command != evidence.CommandPreflight {
+		return refuse.NewUsage(CodeFlagNotApplicable, "--write-apply-command applies to a preflight command file, this one is %s", c.Command)
+	}
+	return nil
+}
+
+func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
+	cf, err := ceremony.ReadCommand(o.commandFile, o.want)
+	if err != nil {
+		return err
+	}
+	c := &cf.Parsed.Command
+	if err := o.checkFile(c); err != nil {
+		return err
+	}
+	if c.Command == evidence.CommandReceiptAudit {
+		st, err := store.Open(c.Store)
+		if err != nil {
 			return err
-		},
+		}
+		rep, err := audit.AuditFor(st, *c.Receipt, cf.Parsed.Target)
+		if err != nil {
+			return err
+		}
+		return o.root.printAudit(s.out, rep)
 	}
-	cmd.Flags().StringVar(&opts.CommandFile, "command-file", "", "absolute path of the private command file")
-	cmd.Flags().DurationVar(&opts.StepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
-	if use != "apply" {
-		cmd.Flags().StringVar(&opts.WriteApplyCommand, "write-apply-command", "", "preflight: write the apply command file here (0600, never replaced)")
+	res, err := ceremony.Execute(ctx, ceremony.Options{CommandFile: o.commandFile, WriteApplyCommand: o.writeApply,
+		StepTimeout: o.stepTimeout, Progress: s.err}, cf)
+	if err != nil {
+		return err
 	}
-	return cmd
+	d := res.Receipt
+	if res.Command == evidence.CommandPreflight {
+		d = res.Preflight
+	}
+	return o.root.printResult(s.out, res, fmt.Sprint(d))
 }

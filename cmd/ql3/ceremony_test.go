@@ -14,13 +14,13 @@ import (
 )
 
 func TestCeremonyCommandRequiresFile(t *testing.T) {
-	cmd := ceremonyCommand(&RootOptions{}, "preflight", evidence.CommandPreflight)
+	cmd := newPreflightCmd(&RootOptions{Output: "text"})
 	cmd.SetArgs(nil)
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
 	err := cmd.Execute()
 	r, ok := refuse.As(err)
-	if !ok || r.Code != CodeCommandFileFlag || r.Class != refuse.Usage {
+	if !ok || r.Code != CodeFlagRequired || r.Class != refuse.Usage {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -40,7 +40,7 @@ func TestCeremonyCommandMismatch(t *testing.T) {
 	if err := os.WriteFile(p, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := ceremonyCommand(&RootOptions{}, "preflight", evidence.CommandPreflight)
+	cmd := newPreflightCmd(&RootOptions{Output: "text"})
 	cmd.SetArgs([]string{"--command-file=" + p})
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,18 +14,16 @@ import (
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
-// lockSubcommands are added under `ql3 lock` when the root is built; files append in init().
-var lockSubcommands []func(*RootOptions) *cobra.Command
-
-func init() {
-	registerCommand(func(o *RootOptions) *cobra.Command {
-		c := &cobra.Command{Use: "lock", Short: "Verify (and, for synthetic releases, materialize) lock reports v2"}
-		c.AddCommand(newLockVerify(o))
-		for _, f := range lockSubcommands {
-			c.AddCommand(f(o))
-		}
-		return c
-	})
+func newLockCmd(root *RootOptions) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "lock",
+		Short: "Verify (and, for synthetic releases, materialize) lock reports v2",
+		Example: "  ql3 lock verify --manifest locked.yaml --report lock-report.json\n" +
+			"  ql3 lock materialize --catalog catalog.json --manifest unlocked.yaml --out /abs/private",
+		Args: cobra.NoArgs,
+	}
+	c.AddCommand(newLockVerifyCmd(root), newLockMaterializeCmd(root))
+	return c
 }
 
 // lockVerifyOptions are the flags of `ql3 lock verify`.
@@ -33,32 +32,28 @@ type lockVerifyOptions struct {
 	manifest, report string
 }
 
-func newLockVerify(o *RootOptions) *cobra.Command {
-	opts := &lockVerifyOptions{root: o}
+func newLockVerifyCmd(root *RootOptions) *cobra.Command {
+	o := &lockVerifyOptions{root: root}
 	c := &cobra.Command{
-		Use:   "verify --manifest FILE --report FILE",
-		Short: "Verify a lock report against its locked manifest, offline (docs/lock-v2.md)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.validate(); err != nil {
-				return err
-			}
-			return opts.run(cmd.OutOrStdout())
-		},
+		Use:     "verify --manifest FILE --report FILE",
+		Short:   "Verify a lock report against its locked manifest, offline (docs/lock-v2.md)",
+		Example: "  ql3 lock verify --manifest locked.yaml --report lock-report.json -o json",
+		Args:    cobra.NoArgs,
+		RunE:    runE(o),
 	}
-	c.Flags().StringVar(&opts.manifest, "manifest", "", "locked manifest (locked.yaml)")
-	c.Flags().StringVar(&opts.report, "report", "", "lock report (lock-report.json)")
+	c.Flags().StringVar(&o.manifest, "manifest", "", "locked manifest (locked.yaml)")
+	c.Flags().StringVar(&o.report, "report", "", "lock report (lock-report.json)")
 	return c
 }
 
+func (v *lockVerifyOptions) complete(*cobra.Command, []string) error { return nil }
+
 func (v *lockVerifyOptions) validate() error {
-	if v.manifest == "" || v.report == "" {
-		return refuse.NewUsage(CodeUsage, "--manifest and --report are required")
-	}
-	return nil
+	return requireFlags([2]string{"--manifest", v.manifest}, [2]string{"--report", v.report})
 }
 
-func (v *lockVerifyOptions) run(w io.Writer) error {
+func (v *lockVerifyOptions) run(_ context.Context, s streams) error {
+	w := s.out
 	man, err := readBounded(v.manifest, "--manifest", lock.MaxManifestBytes)
 	if err != nil {
 		return err
@@ -71,7 +66,10 @@ func (v *lockVerifyOptions) run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return v.root.printResult(w, map[string]any{"ok": true, "lock": lockSummary(res)}, lockText(res))
+	return v.root.printResult(w, struct {
+		OK   bool           `json:"ok"`
+		Lock map[string]any `json:"lock"`
+	}{true, lockSummary(res)}, lockText(res))
 }
 
 // readBounded reads at most ceiling+1 bytes of the regular file at path, so that lock.Verify

@@ -1,20 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/materialize"
-	"github.com/qinglong/ql3/internal/refuse"
 )
-
-// CodeMaterializeFlags is raised when a required flag of `ql3 lock materialize` is missing.
-const CodeMaterializeFlags refuse.Code = "MATERIALIZE_FLAGS"
-
-func init() { lockSubcommands = append(lockSubcommands, newLockMaterializeCommand) }
 
 // lockMaterializeOptions are the flags of `ql3 lock materialize` (docs/materialize.md).
 type lockMaterializeOptions struct {
@@ -22,7 +16,7 @@ type lockMaterializeOptions struct {
 	catalog, manifest, out string
 }
 
-func newLockMaterializeCommand(o *RootOptions) *cobra.Command {
+func newLockMaterializeCmd(o *RootOptions) *cobra.Command {
 	opts := &lockMaterializeOptions{root: o}
 	c := &cobra.Command{
 		Use:   "materialize --catalog FILE --manifest FILE --out DIR",
@@ -30,13 +24,10 @@ func newLockMaterializeCommand(o *RootOptions) *cobra.Command {
 		Long: "Pins every workload image of the unlocked manifest from the release catalog, stamps the five\n" +
 			"release annotations and writes locked.yaml and lock-report.json (mode 0600) into DIR (mode 0700,\n" +
 			"created when absent). Existing files are never replaced. See docs/materialize.md.",
+		Example: "  ql3 lock materialize --catalog testdata/release-3.4.1/catalog.json \\\n" +
+			"    --manifest testdata/release-3.4.1/unlocked.yaml --out /abs/private",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			return opts.Run(cmd.OutOrStdout())
-		},
+		RunE: runE(opts),
 	}
 	c.Flags().StringVar(&opts.catalog, "catalog", "", "release catalog (qinglong/release-catalog@v1 JSON)")
 	c.Flags().StringVar(&opts.manifest, "manifest", "", "unlocked manifest (YAML)")
@@ -44,16 +35,17 @@ func newLockMaterializeCommand(o *RootOptions) *cobra.Command {
 	return c
 }
 
-// Validate checks that every flag is given.
-func (o *lockMaterializeOptions) Validate() error {
-	if o.catalog == "" || o.manifest == "" || o.out == "" {
-		return refuse.NewUsage(CodeMaterializeFlags, "--catalog, --manifest and --out are all required")
-	}
-	return nil
+func (o *lockMaterializeOptions) complete(*cobra.Command, []string) error { return nil }
+
+// validate checks that every flag is given.
+func (o *lockMaterializeOptions) validate() error {
+	return requireFlags([2]string{"--catalog", o.catalog}, [2]string{"--manifest", o.manifest}, [2]string{"--out", o.out})
 }
 
-// Run materializes and commits both files, then prints what it wrote.
-func (o *lockMaterializeOptions) Run(w io.Writer) error {
+// run materializes and commits both files, then prints what it wrote: each file's own digest, and
+// the report's self-digest labelled as such.
+func (o *lockMaterializeOptions) run(_ context.Context, s streams) error {
+	w := s.out
 	catalog, err := materialize.ReadInput(o.catalog, "catalog", materialize.MaxCatalogBytes)
 	if err != nil {
 		return err
@@ -88,6 +80,7 @@ func (o *lockMaterializeOptions) Run(w io.Writer) error {
 		file{written.Manifest, string(l.Manifest.Digest), len(r.Manifest)},
 		file{written.Report, string(evidence.FromBytes(r.Report)), len(r.Report)},
 		string(l.ReportDigest), string(l.Catalog.Digest), string(l.Catalog.ReleaseSet)}
-	text := fmt.Sprintf("manifest %s %s\nreport %s %s", written.Manifest, l.Manifest.Digest, written.Report, l.ReportDigest)
+	text := fmt.Sprintf("manifest %s %s\nreport %s %s\nreportDigest %s", written.Manifest, l.Manifest.Digest,
+		written.Report, out.Report.Digest, l.ReportDigest)
 	return o.root.printResult(w, out, text)
 }

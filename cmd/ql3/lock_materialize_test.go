@@ -39,7 +39,8 @@ func TestCLILockMaterialize(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "manifest " + filepath.Join(out, "locked.yaml") + " " + string(evidence.FromBytes(manifest)) + "\n" +
-		"report " + filepath.Join(out, "lock-report.json") + " " + rep.ReportDigest + "\n"
+		"report " + filepath.Join(out, "lock-report.json") + " " + string(evidence.FromBytes(report)) + "\n" +
+		"reportDigest " + rep.ReportDigest + "\n"
 	if code != 0 || stderr != "" || stdout != want {
 		t.Fatalf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, stdout, want, stderr)
 	}
@@ -115,7 +116,7 @@ func TestCLILockMaterializeErrors(t *testing.T) {
 		stderr string   // first line of stderr
 		code   int      // exit status
 	}{
-		{[]string{"lock", "materialize", "--catalog", good}, "ql3: refused: MATERIALIZE_FLAGS: --catalog, --manifest and --out are all required", 2},
+		{[]string{"lock", "materialize", "--catalog", good}, "ql3: refused: FLAG_REQUIRED: missing required --manifest, --out", 2},
 		{append(args(good, unlocked, filepath.Join(dir, "o1")), "extra"), `ql3: usage: unknown command "extra" for "ql3 lock materialize"`, 2},
 		{args(filepath.Join(dir, "missing.json"), unlocked, filepath.Join(dir, "o2")), "ql3: refused: MATERIALIZE_INPUT_READ: cannot open catalog " + filepath.Join(dir, "missing.json"), 2},
 		{args(bad, unlocked, filepath.Join(dir, "o3")), "ql3: refused: MATERIALIZE_CATALOG_SHAPE: $ has no member \"release\"", 1},

@@ -81,8 +81,8 @@ func TestCLILockVerifyUsage(t *testing.T) {
 		stderr string   // exact stderr prefix
 		code   int      // exit status
 	}{
-		{nil, "ql3: refused: USAGE: --manifest and --report are required\n", 2},
-		{[]string{"--manifest", filepath.Join(valid, "locked.yaml")}, "ql3: refused: USAGE: --manifest and --report are required\n", 2},
+		{nil, "ql3: refused: FLAG_REQUIRED: missing required --manifest, --report\n", 2},
+		{[]string{"--manifest", filepath.Join(valid, "locked.yaml")}, "ql3: refused: FLAG_REQUIRED: missing required --report\n", 2},
 		{[]string{"--manifest", filepath.Join(dir, "absent.yaml"), "--report", filepath.Join(valid, "lock-report.json")},
 			"ql3: refused: INPUT_READ: cannot read the --manifest file: open ", 2},
 		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", dir},

@@ -56,7 +56,7 @@ func TestMakeBuildIsStatic(t *testing.T) {
 }
 
 // TestTestBinaryIsStatic: the binary the CLI tests run is built the same way as the release one.
-func TestTestBinaryIsStatic(t *testing.T) { checkStatic(t, bin) }
+func TestTestBinaryIsStatic(t *testing.T) { checkStatic(t, ql3Binary(t)) }
 
 // TestDynamicLinkingDetected keeps the check honest: the system's own dynamically linked
 // programs are reported.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/evidence"
@@ -35,127 +37,229 @@ func readInput(name string) ([]byte, error) {
 	return b, nil
 }
 
-func init() {
-	registerCommand(func(o *RootOptions) *cobra.Command {
-		c := &cobra.Command{Use: "store", Short: "Manage the evidence store"}
-		c.AddCommand(&cobra.Command{
-			Use: "init DIR", Short: "Create a store", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, a []string) error {
-				s, err := store.Init(a[0])
-				if err != nil {
-					return err
-				}
-				return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "store": s.Root()}, s.Root())
-			},
-		})
-		var mt string
-		put := &cobra.Command{
-			Use: "put FILE|-", Short: "Store a raw blob and print its digest", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, a []string) error {
-				s, err := o.OpenStore()
-				if err != nil {
-					return err
-				}
-				b, err := readInput(a[0])
-				if err != nil {
-					return err
-				}
-				d, err := s.PutBlob(mt, b)
-				if err != nil {
-					return err
-				}
-				return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "descriptor": d}, string(d.Digest))
-			},
+func newStoreCmd(root *RootOptions) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "store",
+		Short: "Create, read and verify the evidence store",
+		Example: "  ql3 store init /abs/evidence\n  ql3 store verify --store /abs/evidence\n" +
+			"  ql3 store cat --store /abs/evidence sha256:5f0c...",
+		Args: cobra.NoArgs,
+	}
+	c.AddCommand(newStoreInitCmd(root), newStorePutCmd(root), newStoreCatCmd(root), newStoreShowCmd(root),
+		newStoreLsCmd(root), newStoreVerifyCmd(root))
+	return c
+}
+
+// storeInitOptions: `ql3 store init DIR`.
+type storeInitOptions struct {
+	root *RootOptions
+	dir  string
+}
+
+func newStoreInitCmd(root *RootOptions) *cobra.Command {
+	o := &storeInitOptions{root: root}
+	return &cobra.Command{
+		Use: "init DIR", Short: "Create a store (or open an existing valid one) at an absolute path",
+		Example: "  ql3 store init /abs/evidence", Args: cobra.ExactArgs(1), RunE: runE(o),
+	}
+}
+
+func (o *storeInitOptions) complete(_ *cobra.Command, a []string) error { o.dir = a[0]; return nil }
+func (o *storeInitOptions) validate() error                             { return checkAbsolute("DIR", o.dir) }
+func (o *storeInitOptions) run(_ context.Context, s streams) error {
+	st, err := store.Init(o.dir)
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, struct {
+		OK    bool   `json:"ok"`
+		Store string `json:"store"`
+	}{true, st.Root()}, st.Root())
+}
+
+// storePutOptions: `ql3 store put FILE|-`.
+type storePutOptions struct {
+	root      *RootOptions
+	name      string
+	mediaType string
+}
+
+func newStorePutCmd(root *RootOptions) *cobra.Command {
+	o := &storePutOptions{root: root}
+	c := &cobra.Command{
+		Use: "put FILE|-", Short: "Store a raw blob and print its digest",
+		Example: "  ql3 store put --store /abs/evidence notes.txt\n  echo hi | ql3 store put --store /abs/evidence -",
+		Args:    cobra.ExactArgs(1), RunE: runE(o),
+	}
+	c.Flags().StringVar(&o.mediaType, "media-type", evidence.MediaTypeOctets, "media type of the blob")
+	return c
+}
+
+func (o *storePutOptions) complete(_ *cobra.Command, a []string) error { o.name = a[0]; return nil }
+func (o *storePutOptions) validate() error                             { return nil }
+func (o *storePutOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	b, err := readInput(o.name)
+	if err != nil {
+		return err
+	}
+	d, err := st.PutBlob(o.mediaType, b)
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, struct {
+		OK         bool                `json:"ok"`
+		Descriptor evidence.Descriptor `json:"descriptor"`
+	}{true, d}, string(d.Digest))
+}
+
+// storeGetOptions: `ql3 store cat DIGEST` and `ql3 store show DIGEST`.
+type storeGetOptions struct {
+	root *RootOptions
+	d    digest.Digest
+	show bool
+}
+
+func newStoreCatCmd(root *RootOptions) *cobra.Command {
+	o := &storeGetOptions{root: root}
+	return &cobra.Command{
+		Use: "cat DIGEST", Short: "Print an object's bytes after re-hashing them",
+		Example: "  ql3 store cat --store /abs/evidence sha256:5f0c...", Args: cobra.ExactArgs(1), RunE: runE(o),
+	}
+}
+
+func newStoreShowCmd(root *RootOptions) *cobra.Command {
+	o := &storeGetOptions{root: root, show: true}
+	return &cobra.Command{
+		Use: "show DIGEST", Short: "Pretty-print a record after re-hashing it",
+		Example: "  ql3 store show --store /abs/evidence sha256:5f0c...", Args: cobra.ExactArgs(1), RunE: runE(o),
+	}
+}
+
+func (o *storeGetOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.d, err = digestArg("DIGEST", a[0])
+	return err
+}
+
+func (o *storeGetOptions) validate() error { return nil }
+
+func (o *storeGetOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	b, err := st.Get(o.d)
+	if err != nil {
+		return err
+	}
+	if !o.show {
+		_, err = s.out.Write(b)
+		return err
+	}
+	if c, err := evidence.Canonicalize(b); err != nil || string(c) != string(b) {
+		return refuse.New(CodeNotRecord, "object %s is not a canonical json record", o.d).WithHint("print its bytes with ql3 store cat")
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return refuse.Wrap(CodeNotRecord, err, "object %s", o.d)
+	}
+	pretty, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("indent record: %w", err)
+	}
+	return o.root.printResult(s.out, struct {
+		OK     bool `json:"ok"`
+		Record any  `json:"record"`
+	}{true, v}, string(pretty))
+}
+
+// storeLsOptions: `ql3 store ls`.
+type storeLsOptions struct{ root *RootOptions }
+
+func newStoreLsCmd(root *RootOptions) *cobra.Command {
+	o := &storeLsOptions{root: root}
+	return &cobra.Command{
+		Use: "ls", Short: "List the index: preflights, apply intents and receipts",
+		Example: "  ql3 store ls --store /abs/evidence", Args: cobra.NoArgs, RunE: runE(o),
+	}
+}
+
+func (o *storeLsOptions) complete(*cobra.Command, []string) error { return nil }
+func (o *storeLsOptions) validate() error                         { return nil }
+func (o *storeLsOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	all := []store.IndexEntry{}
+	var lines []string
+	for _, k := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts} {
+		es, err := st.ListIndex(k)
+		if err != nil {
+			return err
 		}
-		put.Flags().StringVar(&mt, "media-type", evidence.MediaTypeOctets, "media type of the blob")
-		c.AddCommand(put)
-		get := func(s string) ([]byte, error) {
-			st, err := o.OpenStore()
-			if err != nil {
-				return nil, err
-			}
-			d, err := evidence.ParseDigest(s)
-			if err != nil {
-				return nil, err
-			}
-			return st.Get(d)
+		for _, e := range es {
+			all = append(all, e)
+			lines = append(lines, fmt.Sprintf("%s\t%s\t%s", e.Kind, e.Key, e.Descriptor.Digest))
 		}
-		c.AddCommand(&cobra.Command{
-			Use: "cat DIGEST", Short: "Print an object's bytes after re-hashing them", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, a []string) error {
-				b, err := get(a[0])
-				if err != nil {
-					return err
-				}
-				_, err = cmd.OutOrStdout().Write(b)
-				return err
-			},
-		})
-		c.AddCommand(&cobra.Command{
-			Use: "show DIGEST", Short: "Pretty-print a record", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, a []string) error {
-				b, err := get(a[0])
-				if err != nil {
-					return err
-				}
-				if c, err := evidence.Canonicalize(b); err != nil || string(c) != string(b) {
-					return refuse.New(CodeNotRecord, "object %s is not a canonical json record", a[0])
-				}
-				var v any
-				if err := json.Unmarshal(b, &v); err != nil {
-					return refuse.Wrap(CodeNotRecord, err, "object %s", a[0])
-				}
-				pretty, _ := json.MarshalIndent(v, "", "  ")
-				return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "record": v}, string(pretty))
-			},
-		})
-		c.AddCommand(&cobra.Command{
-			Use: "ls", Short: "List index entries", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := o.OpenStore()
-				if err != nil {
-					return err
-				}
-				all := []store.IndexEntry{}
-				var lines []string
-				for _, k := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts} {
-					es, err := s.ListIndex(k)
-					if err != nil {
-						return err
-					}
-					for _, e := range es {
-						all = append(all, e)
-						lines = append(lines, fmt.Sprintf("%s\t%s\t%s", e.Kind, e.Key, e.Descriptor.Digest))
-					}
-				}
-				return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "entries": all}, strings.Join(lines, "\n"))
-			},
-		})
-		c.AddCommand(&cobra.Command{
-			Use: "verify", Short: "Re-hash and check the whole store", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := o.OpenStore()
-				if err != nil {
-					return err
-				}
-				r, err := s.Verify()
-				if err != nil {
-					return err
-				}
-				if o.Output != "json" {
-					printVerify(cmd.OutOrStdout(), r)
-				}
-				if !r.OK() {
-					return refuse.New(CodeVerifyCorrupt, "store has %d corruption findings", len(r.Corruption))
-				}
-				if o.Output == "json" {
-					return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "report": r}, "")
-				}
-				return nil
-			},
-		})
-		return c
-	})
+	}
+	return o.root.printResult(s.out, struct {
+		OK      bool               `json:"ok"`
+		Entries []store.IndexEntry `json:"entries"`
+	}{true, all}, strings.Join(lines, "\n"))
+}
+
+// storeVerifyOptions: `ql3 store verify`.
+type storeVerifyOptions struct{ root *RootOptions }
+
+func newStoreVerifyCmd(root *RootOptions) *cobra.Command {
+	o := &storeVerifyOptions{root: root}
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Re-hash and check the whole store; list its roots, unfinished applies and findings",
+		Long: "Re-hash every object, check every file's mode, owner and link count and every index entry,\n" +
+			"and list the published roots and the unfinished applies. Exit 1 when anything is corrupt.\n" +
+			"Under -o json the whole report is printed, findings included, also on corruption.",
+		Example: "  ql3 store verify --store /abs/evidence\n  ql3 store verify --store /abs/copy -o json",
+		Args:    cobra.NoArgs, RunE: runE(o),
+	}
+}
+
+func (o *storeVerifyOptions) complete(*cobra.Command, []string) error { return nil }
+func (o *storeVerifyOptions) validate() error                         { return nil }
+func (o *storeVerifyOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	r, err := st.Verify()
+	if err != nil {
+		return err
+	}
+	var fail error
+	res := struct {
+		OK      bool          `json:"ok"`
+		Code    refuse.Code   `json:"code,omitempty"`
+		Message string        `json:"message,omitempty"`
+		Report  *store.Report `json:"report"`
+	}{OK: r.OK(), Report: r}
+	if !r.OK() {
+		e := refuse.New(CodeVerifyCorrupt, "store has %d corruption findings", len(r.Corruption)).
+			WithHint("restore the store from an intact copy; the findings name every corrupt file")
+		res.Code, res.Message, fail = e.Code, e.Message(), printedError{e}
+	}
+	if o.root.Output == "json" {
+		if err := o.root.printResult(s.out, res, ""); err != nil {
+			return err
+		}
+	} else {
+		printVerify(s.out, r)
+	}
+	return fail
 }
 
 // printVerify prints the verify report for people: totals, the published roots, the unfinished

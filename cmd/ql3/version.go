@@ -1,24 +1,33 @@
 package main
 
 import (
-	"runtime/debug"
+	"context"
 
 	"github.com/spf13/cobra"
+
+	"github.com/qinglong/ql3/internal/buildinfo"
 )
 
-func init() {
-	registerCommand(func(o *RootOptions) *cobra.Command {
-		return &cobra.Command{
-			Use:   "version",
-			Short: "Print the ql3 version",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				v := "devel"
-				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-					v = bi.Main.Version
-				}
-				return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "version": v}, "ql3 "+v)
-			},
-		}
-	})
+// versionOptions: `ql3 version` (and `ql3 --version`, which prints the same line).
+type versionOptions struct{ root *RootOptions }
+
+func newVersionCmd(root *RootOptions) *cobra.Command {
+	o := &versionOptions{root: root}
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the module version, VCS revision and Go version of this ql3",
+		Example: "  ql3 version\n  ql3 version -o json",
+		Args:    cobra.NoArgs,
+		RunE:    runE(o),
+	}
+}
+
+func (o *versionOptions) complete(*cobra.Command, []string) error { return nil }
+func (o *versionOptions) validate() error                         { return nil }
+func (o *versionOptions) run(_ context.Context, s streams) error {
+	in := buildinfo.Read()
+	return o.root.printResult(s.out, struct {
+		OK bool `json:"ok"`
+		buildinfo.Info
+	}{true, in}, in.String())
 }
