@@ -79,14 +79,24 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 		title string
 		f     func() error
 	}{
-		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash.
-		{"read and verify inputs, offline checks", s.readInputs},
+		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash. A bad
+		// --write-apply-command path is refused with the other offline checks, before any network step.
+		{"read and verify inputs, offline checks", func() error {
+			if opts.WriteApplyCommand != "" {
+				if err := CheckApplyCommandPath(opts.WriteApplyCommand); err != nil {
+					return err
+				}
+			}
+			return s.readInputs()
+		}},
 		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
 		{"server-side dry-run", func() error { s.startEndHash(); return s.dryRun(ctx) }},
 		{"re-verify inputs", s.reverifyEnd},
 		{"publish preflight report", func() error {
 			d, err := s.publishPreflight()
-			res.Preflight = d.Digest
+			if err == nil {
+				res.Preflight = d.Digest
+			}
 			return err
 		}},
 		{"write apply command", func() error {
@@ -99,6 +109,11 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 	}
 	for _, st := range steps {
 		if err := p.step(st.title, st.f); err != nil {
+			if res.Preflight != "" {
+				// The report is published: the caller prints its digest with the refusal, so the
+				// operator can still write the apply command by hand or with ql3 command new.
+				return res, err
+			}
 			return nil, err
 		}
 	}

@@ -340,8 +340,9 @@ func (s *session) identity(ctx context.Context, step string) error {
 		return err
 	}
 	if uid != s.pc.Command.ExpectedClusterUID {
-		return refuse.New(CodeClusterUID, "%s: kube-system uid is %s, the command expects %s", step, uid, s.pc.Command.ExpectedClusterUID).
-			WithHint("the kubeconfig context points at another cluster than the one reviewed")
+		// The live uid is not printed: it is not a value to copy into the command file unreviewed.
+		return refuse.New(CodeClusterUID, "%s: the kube-system uid differs from expectedClusterUid %s: the context reaches another cluster than the one reviewed", step, s.pc.Command.ExpectedClusterUID).
+			WithHint("review the cluster the context reaches with ql3 cluster identity before changing expectedClusterUid")
 	}
 	s.clusterUID = uid
 	return nil

@@ -111,6 +111,9 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 	}
 	res, err := ceremony.Execute(ctx, ceremony.Options{CommandFile: o.commandFile, WriteApplyCommand: o.writeApply,
 		StepTimeout: o.stepTimeout, Progress: s.err}, cf)
+	if err != nil && res != nil && res.Preflight != "" {
+		return o.publishedButRefused(s, res, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -119,4 +122,25 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 		d = res.Preflight
 	}
 	return o.root.printResult(s.out, res, fmt.Sprint(d))
+}
+
+// publishedButRefused reports a preflight whose report was published but whose apply command file
+// could not be written: the digest still goes to stdout (in json, beside the refusal), since the
+// report is in the store and an apply command can still consume it.
+func (o *ceremonyOptions) publishedButRefused(s streams, res *ceremony.Result, err error) error {
+	r, ok := refuse.As(err)
+	if !ok {
+		return err
+	}
+	if o.root.Output == "json" {
+		if perr := o.root.printResult(s.out, struct {
+			failure
+			Preflight string `json:"preflight"`
+		}{failure{Code: r.Code, Message: r.Message(), Hint: r.Hint}, string(res.Preflight)}, ""); perr != nil {
+			return perr
+		}
+		return printedError{err}
+	}
+	fmt.Fprintln(s.out, res.Preflight)
+	return err
 }

@@ -142,6 +142,8 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newPreflightCmd(o),
 		newApplyCmd(o),
 		newRunCmd(o),
+		newCommandCmd(o),
+		newClusterCmd(o),
 		newAuditCmd(o),
 		newStoreCmd(o),
 		newLockCmd(o),

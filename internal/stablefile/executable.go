@@ -57,6 +57,15 @@ func OpenExecutable(path string, pinned digest.Digest) (*Executable, error) {
 	if _, err := evidence.ParseDigest(string(pinned)); err != nil {
 		return nil, err
 	}
+	return openExecutable(path, pinned)
+}
+
+// InspectExecutable is OpenExecutable for a kubectl whose digest is not pinned yet: every check
+// but the comparison, for the commands that help an operator pin it (ql3 command new, ql3 cluster
+// identity). Digest is then the digest of the held content, for the operator to review.
+func InspectExecutable(path string) (*Executable, error) { return openExecutable(path, "") }
+
+func openExecutable(path string, pinned digest.Digest) (*Executable, error) {
 	if err := checkPath(path); err != nil {
 		return nil, labeled(evidence.RoleKubectl, err)
 	}
@@ -84,7 +93,7 @@ func OpenExecutable(path string, pinned digest.Digest) (*Executable, error) {
 		e.Close()
 		return nil, err
 	}
-	if d != pinned {
+	if pinned != "" && d != pinned {
 		e.Close()
 		return nil, refuse.New(CodeExecDigest, "kubectl %s has digest %s, the command pins %s", path, d, pinned).
 			WithHint("pin the digest of the kubectl you mean to run, or point the command at that kubectl")

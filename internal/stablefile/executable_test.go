@@ -143,6 +143,20 @@ func TestOpenExecutableRefuses(t *testing.T) {
 				if v.pinned != "" {
 					pin = v.pinned
 				}
+				// InspectExecutable runs every check but the pin: the same code, except that a
+				// vector about the pinned digest is accepted with the content's digest.
+				inspectCode := v.code
+				if v.pinned != "" {
+					inspectCode = ""
+				}
+				ie, ierr := InspectExecutable(path)
+				wantCode(t, ierr, inspectCode)
+				if ierr == nil {
+					if ie.Digest() != pinned {
+						t.Fatalf("InspectExecutable Digest() = %s, want %s", ie.Digest(), pinned)
+					}
+					ie.Close()
+				}
 				e, err := OpenExecutable(path, pin)
 				wantCode(t, err, v.code)
 				if err != nil {

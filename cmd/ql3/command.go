@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
+	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
+)
+
+func newCommandCmd(root *RootOptions) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "command",
+		Short: "Write command files",
+		Example: "  ql3 command new --store /abs/evidence --manifest in/locked.yaml --lock-report in/lock-report.json \\\n" +
+			"    --kubeconfig in/kubeconfig --context prod --kubectl /usr/local/bin/kubectl \\\n" +
+			"    --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d --out private/preflight.json",
+		Args: cobra.NoArgs,
+	}
+	c.AddCommand(newCommandNewCmd(root))
+	return c
+}
+
+// commandNewOptions: `ql3 command new`, which writes a preflight command file.
+type commandNewOptions struct {
+	root                                            *RootOptions
+	manifest, lockReport, kubeconfig, kubectl, out string
+	context, clusterUID                             string
+	store                                           string
+}
+
+func newCommandNewCmd(root *RootOptions) *cobra.Command {
+	o := &commandNewOptions{root: root}
+	c := &cobra.Command{
+		Use:   "new --store DIR --manifest F --lock-report F --kubeconfig F --context NAME --kubectl F --cluster-uid UID --out PATH",
+		Short: "Write a preflight command file: every digest computed, every offline check of a preflight run",
+		Long: "Reads every input as a preflight does (private stable files, the lock report against the\n" +
+			"manifest, the kubeconfig policy, the kubectl executable), computes their SHA-256 digests and\n" +
+			"writes the preflight command file at --out: mode 0600, in a 0700 directory of yours, never\n" +
+			"replacing a file, staged and committed so that a crash leaves no half-written file. An input a\n" +
+			"preflight would refuse is refused with the same code. Relative paths are resolved against the\n" +
+			"working directory; the file holds, and ql3 prints, absolute paths.\n\n" +
+			"--cluster-uid is required and never filled in: it is the kube-system UID you reviewed with\n" +
+			"ql3 cluster identity. Nothing contacts the cluster here.",
+		Example: "  ql3 command new --store /abs/evidence --manifest in/locked.yaml --lock-report in/lock-report.json \\\n" +
+			"    --kubeconfig in/kubeconfig --context prod --kubectl /usr/local/bin/kubectl \\\n" +
+			"    --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d --out private/preflight.json",
+		Args: cobra.NoArgs,
+		RunE: runE(o),
+	}
+	f := c.Flags()
+	f.StringVar(&o.manifest, "manifest", "", "locked manifest (locked.yaml)")
+	f.StringVar(&o.lockReport, "lock-report", "", "lock report (lock-report.json)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with inline credentials")
+	f.StringVar(&o.context, "context", "", "kubeconfig context to use (explicit, required)")
+	f.StringVar(&o.kubectl, "kubectl", "", "kubectl executable to pin")
+	f.StringVar(&o.clusterUID, "cluster-uid", "", "the kube-system UID you reviewed (ql3 cluster identity)")
+	f.StringVar(&o.out, "out", "", "where to write the command file (0600, never replaced)")
+	return c
+}
+
+func (o *commandNewOptions) complete(*cobra.Command, []string) error {
+	o.store = o.root.Store
+	for _, p := range []*string{&o.store, &o.manifest, &o.lockReport, &o.kubeconfig, &o.kubectl, &o.out} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return refuse.NewUsage(CodePathNotAbsolute, "cannot resolve %s against the working directory", refuse.Ident(*p))
+		}
+		*p = abs
+	}
+	return nil
+}
+
+func (o *commandNewOptions) validate() error {
+	return requireFlags([2]string{"--store", o.store}, [2]string{"--manifest", o.manifest},
+		[2]string{"--lock-report", o.lockReport}, [2]string{"--kubeconfig", o.kubeconfig},
+		[2]string{"--context", o.context}, [2]string{"--kubectl", o.kubectl},
+		[2]string{"--cluster-uid", o.clusterUID}, [2]string{"--out", o.out})
+}
+
+func (o *commandNewOptions) run(_ context.Context, s streams) error {
+	// The path first: a command file that could not be written is refused before any input is read.
+	if err := stablefile.CheckCreatable("command file", o.out); err != nil {
+		return err
+	}
+	c := evidence.Command{Schema: evidence.SchemaCommand, Command: evidence.CommandPreflight, Store: o.store,
+		ExpectedClusterUID: o.clusterUID, FieldManager: evidence.FieldManager}
+	var err error
+	if c.Manifest.Digest, err = fileDigest(o.manifest, evidence.RoleManifest, ceremony.MaxManifest); err != nil {
+		return err
+	}
+	if c.LockReport.Digest, err = fileDigest(o.lockReport, evidence.RoleLockReport, ceremony.MaxLockReport); err != nil {
+		return err
+	}
+	if c.Kubeconfig.Digest, err = fileDigest(o.kubeconfig, evidence.RoleKubeconfig, ceremony.MaxKubeconfig); err != nil {
+		return err
+	}
+	exe, err := stablefile.InspectExecutable(o.kubectl)
+	if err != nil {
+		return err
+	}
+	c.Kubectl.Digest = exe.Digest()
+	_ = exe.Close()
+	c.Manifest.Path, c.LockReport.Path, c.Kubeconfig.Path, c.Kubectl.Path = o.manifest, o.lockReport, o.kubeconfig, o.kubectl
+	c.Kubeconfig.Context = o.context
+	raw, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode command: %w", err)
+	}
+	raw = append(raw, '\n')
+	// The file must parse as ql3 parses it, and pass every offline check of the preflight.
+	pc, err := ceremony.ParseCommand(raw)
+	if err != nil {
+		return err
+	}
+	off, err := ceremony.CheckOffline(pc)
+	if err != nil {
+		return err
+	}
+	if err := stablefile.Create("command file", o.out, raw); err != nil {
+		return err
+	}
+	next := "ql3 preflight --command-file=" + o.out + " --write-apply-command=" +
+		strings.TrimSuffix(o.out, filepath.Ext(o.out)) + "-apply.json"
+	res := struct {
+		OK      bool             `json:"ok"`
+		Path    string           `json:"path"`
+		Digest  digest.Digest    `json:"digest"`
+		Release string           `json:"release"`
+		Command evidence.Command `json:"command"`
+		Next    string           `json:"next"`
+	}{true, o.out, evidence.FromBytes(raw), off.ReleaseVersion, c, next}
+	var b strings.Builder
+	fmt.Fprintf(&b, "wrote %s (%s)\n", o.out, res.Digest)
+	fmt.Fprintf(&b, "store        %s\n", c.Store)
+	fmt.Fprintf(&b, "manifest     %s %s (%d resources)\n", c.Manifest.Path, c.Manifest.Digest, off.Resources)
+	fmt.Fprintf(&b, "lock report  %s %s (qinglong %s, commit %s)\n", c.LockReport.Path, c.LockReport.Digest, off.ReleaseVersion, off.CatalogCommit)
+	k := off.Kubeconfig
+	fmt.Fprintf(&b, "kubeconfig   %s %s\n", c.Kubeconfig.Path, c.Kubeconfig.Digest)
+	fmt.Fprintf(&b, "context      %s (server %s, user %s, auth %s)\n", c.Kubeconfig.Context, k.Server, refuse.Ident(k.User), k.AuthKind)
+	fmt.Fprintf(&b, "kubectl      %s %s\n", c.Kubectl.Path, c.Kubectl.Digest)
+	fmt.Fprintf(&b, "cluster uid  %s (as given: the preflight refuses any other cluster)\n", c.ExpectedClusterUID)
+	fmt.Fprintf(&b, "next: %s", next)
+	return o.root.printResult(s.out, res, b.String())
+}
+
+// fileDigest reads a private input as the preflight reads it and returns its digest.
+func fileDigest(path, role string, ceiling int64) (digest.Digest, error) {
+	f, err := stablefile.Read(path, role, ceiling)
+	if err != nil {
+		return "", err
+	}
+	return f.Digest, nil
+}
