@@ -21,6 +21,7 @@ var (
 // TestMain runs the tests, and runs ql3 itself when testscript invokes this binary as "ql3".
 func TestMain(m *testing.M) {
 	code := testscript.RunMain(m, map[string]func() int{"ql3": mainStatus})
+	stopScriptCluster()
 	if bin != "" {
 		os.RemoveAll(filepath.Dir(bin))
 	}

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testcluster"
 )
 
 // TestScripts pins the exact stdout, stderr and exit status of every command, in text and in json,
@@ -28,10 +34,20 @@ func TestScripts(t *testing.T) {
 			e.Setenv("QL3_STORE", "")
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "cluster" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			_, err := testcluster.FindTools()
+			return err == nil || os.Getenv("CI") == "true", nil
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"layout-store": cmdLayoutStore,
 			"private":      cmdPrivate,
 			"status":       cmdStatus,
+			"cluster-env":  cmdClusterEnv,
+			"stdout-env":   cmdStdoutEnv,
+			"digest-env":   cmdDigestEnv,
 		},
 	})
 }
@@ -88,6 +104,29 @@ func cmdPrivate(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// cmdStdoutEnv sets NAME to the last command's stdout without its final newline (a digest a later
+// command takes).
+//
+//	stdout-env NAME
+func cmdStdoutEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: stdout-env NAME")
+	}
+	ts.Setenv(args[0], strings.TrimSuffix(ts.ReadFile("stdout"), "\n"))
+}
+
+// cmdDigestEnv sets NAME to the sha256 digest of FILE's bytes.
+//
+//	digest-env NAME FILE
+func cmdDigestEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: digest-env NAME FILE")
+	}
+	b, err := os.ReadFile(ts.MkAbs(args[1]))
+	ts.Check(err)
+	ts.Setenv(args[0], string(evidence.FromBytes(b)))
+}
+
 // cmdStatus runs a program and requires its exact exit status; its stdout and stderr are then
 // checked by the stdout and stderr commands as after exec.
 //
@@ -108,5 +147,55 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// The real cluster of the scripts that need one, started by the first cluster-env and stopped by
+// TestMain.
+var scriptCluster struct {
+	once sync.Once
+	c    *testcluster.Cluster
+	err  error
+}
+
+// cmdClusterEnv starts (once per test run) a real etcd and kube-apiserver and sets, for the script:
+// KUBECONFIG_SRC (a kubeconfig with inline credentials), CONTEXT, KUBECTL, KUBECTL_DIGEST,
+// CLUSTER_UID, SERVER and CA_DIGEST. The namespace qinglong exists. A script guards it with [cluster]: without
+// the Kubernetes tools the script is skipped, except under CI=true, where the condition holds and
+// the start fails.
+//
+//	cluster-env
+func cmdClusterEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: cluster-env")
+	}
+	scriptCluster.once.Do(func() {
+		tools, err := testcluster.FindTools()
+		if err != nil {
+			scriptCluster.err = err
+			return
+		}
+		c, err := testcluster.Start(context.Background(), tools, testcluster.Options{})
+		if err != nil {
+			scriptCluster.err = err
+			return
+		}
+		scriptCluster.c = c
+		scriptCluster.err = c.CreateNamespace(context.Background(), "qinglong")
+	})
+	ts.Check(scriptCluster.err)
+	c := scriptCluster.c
+	ts.Setenv("KUBECONFIG_SRC", c.KubeconfigPath)
+	ts.Setenv("CONTEXT", c.Context)
+	ts.Setenv("KUBECTL", c.KubectlPath)
+	ts.Setenv("KUBECTL_DIGEST", string(c.KubectlDigest))
+	ts.Setenv("CLUSTER_UID", c.KubeSystemUID)
+	ts.Setenv("SERVER", c.Server)
+	ts.Setenv("CA_DIGEST", string(evidence.FromBytes(c.CAPEM)))
+}
+
+func stopScriptCluster() {
+	if scriptCluster.c != nil {
+		_ = scriptCluster.c.Stop()
 	}
 }
