@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
@@ -191,7 +193,7 @@ func (s *session) loadPreflight() (evidence.Descriptor, error) {
 		return d, err
 	}
 	if p.Target != s.pc.Target {
-		return d, refuse.New(CodePreflightTarget, "preflight %s was made for target %s, this command's target is %s", want, p.Target, s.pc.Target)
+		return d, s.targetMismatch(want, p)
 	}
 	if p.ClusterUID != s.pc.Command.ExpectedClusterUID || p.FieldManager != evidence.FieldManager || !p.NetworkAccess || p.KubernetesMutation {
 		return d, refuse.New(CodeRecordInvalid, "preflight %s does not bind this command's cluster and field manager", want)
@@ -249,4 +251,16 @@ func (s *session) publishReceipt(pre, intent evidence.Descriptor, recovered bool
 		return d, storeErr(err, "receipt index")
 	}
 	return d, nil
+}
+
+// targetMismatch names the target fields in which the preflight's command differs from this one.
+func (s *session) targetMismatch(pre digest.Digest, p evidence.Preflight) error {
+	err := refuse.New(CodePreflightTarget, "preflight %s was made for another target than this command's", pre)
+	var pc evidence.Command
+	if derr := s.decode(p.Command, evidence.MediaTypeCommand, &pc); derr == nil {
+		if diff := pc.Target().Diff(s.pc.Command.Target()); len(diff) > 0 {
+			err = refuse.New(CodePreflightTarget, "preflight %s was made for another target: %s differ", pre, strings.Join(diff, ", "))
+		}
+	}
+	return err.WithHint("an apply consumes the preflight of the same target: run ql3 preflight for this one, which writes its apply command")
 }

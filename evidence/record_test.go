@@ -209,3 +209,43 @@ func TestRecordsRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetDiff: every field of a target is named when it alone differs, so a new field cannot
+// be forgotten silently (the reflect walk counts the leaves).
+func TestTargetDiff(t *testing.T) {
+	base := Target{Schema: SchemaCommand, Store: "/s", Manifest: FileRef{"/m", "sha256:m"}, LockReport: FileRef{"/r", "sha256:r"},
+		Kubeconfig: KubeconfigRef{"/k", "sha256:k", "c"}, Kubectl: FileRef{"/x", "sha256:x"}, ExpectedClusterUID: "u", FieldManager: FieldManager}
+	if d := base.Diff(base); len(d) != 0 {
+		t.Fatalf("identical targets differ in %v", d)
+	}
+	edits := map[string]func(*Target){
+		"schema": func(x *Target) { x.Schema = "s2" }, "store": func(x *Target) { x.Store = "/s2" },
+		"manifest.path": func(x *Target) { x.Manifest.Path = "/m2" }, "manifest.digest": func(x *Target) { x.Manifest.Digest = "sha256:m2" },
+		"lockReport.path": func(x *Target) { x.LockReport.Path = "/r2" }, "lockReport.digest": func(x *Target) { x.LockReport.Digest = "sha256:r2" },
+		"kubeconfig.path": func(x *Target) { x.Kubeconfig.Path = "/k2" }, "kubeconfig.digest": func(x *Target) { x.Kubeconfig.Digest = "sha256:k2" },
+		"kubeconfig.context": func(x *Target) { x.Kubeconfig.Context = "c2" }, "kubectl.path": func(x *Target) { x.Kubectl.Path = "/x2" },
+		"kubectl.digest": func(x *Target) { x.Kubectl.Digest = "sha256:x2" }, "expectedClusterUid": func(x *Target) { x.ExpectedClusterUID = "u2" },
+		"fieldManager": func(x *Target) { x.FieldManager = "other" },
+	}
+	if n := leaves(reflect.TypeOf(base)); n != len(edits) {
+		t.Fatalf("Target has %d leaf fields, the test edits %d", n, len(edits))
+	}
+	for name, edit := range edits {
+		u := base
+		edit(&u)
+		if d := base.Diff(u); len(d) != 1 || d[0] != name {
+			t.Errorf("editing %s: Diff = %v", name, d)
+		}
+	}
+}
+
+func leaves(t reflect.Type) int {
+	if t.Kind() != reflect.Struct {
+		return 1
+	}
+	n := 0
+	for i := 0; i < t.NumField(); i++ {
+		n += leaves(t.Field(i).Type)
+	}
+	return n
+}

@@ -285,3 +285,29 @@ const (
 	IndexIntents    = "intents"    // apply command digest -> intent
 	IndexPreflights = "preflights" // preflight digest -> preflight (the set of preflight roots)
 )
+
+// Diff names the fields in which t and u differ, in the order of the command file's fields
+// (for instance "manifest.digest", "kubeconfig.context"). Values are not named: a message may
+// say which field differs without repeating paths or digests twice.
+func (t Target) Diff(u Target) []string {
+	var out []string
+	add := func(name string, differ bool) {
+		if differ {
+			out = append(out, name)
+		}
+	}
+	add("schema", t.Schema != u.Schema)
+	add("store", t.Store != u.Store)
+	add("manifest.path", t.Manifest.Path != u.Manifest.Path)
+	add("manifest.digest", t.Manifest.Digest != u.Manifest.Digest)
+	add("lockReport.path", t.LockReport.Path != u.LockReport.Path)
+	add("lockReport.digest", t.LockReport.Digest != u.LockReport.Digest)
+	add("kubeconfig.path", t.Kubeconfig.Path != u.Kubeconfig.Path)
+	add("kubeconfig.digest", t.Kubeconfig.Digest != u.Kubeconfig.Digest)
+	add("kubeconfig.context", t.Kubeconfig.Context != u.Kubeconfig.Context)
+	add("kubectl.path", t.Kubectl.Path != u.Kubectl.Path)
+	add("kubectl.digest", t.Kubectl.Digest != u.Kubectl.Digest)
+	add("expectedClusterUid", t.ExpectedClusterUID != u.ExpectedClusterUID)
+	add("fieldManager", t.FieldManager != u.FieldManager)
+	return out
+}

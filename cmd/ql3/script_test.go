@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -147,6 +148,17 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+	// Every output of every command, refusals included, is scanned for the cluster's credentials.
+	if c := scriptCluster.c; c != nil {
+		for _, stream := range []string{"stdout", "stderr"} {
+			out := []byte(ts.ReadFile(stream))
+			for _, secret := range c.Secrets() {
+				if bytes.Contains(out, secret) {
+					ts.Fatalf("%s of %s holds a credential of the cluster", stream, strings.Join(args[1:], " "))
+				}
+			}
+		}
 	}
 }
 
