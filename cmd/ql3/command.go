@@ -31,10 +31,10 @@ func newCommandCmd(root *RootOptions) *cobra.Command {
 
 // commandNewOptions: `ql3 command new`, which writes a preflight command file.
 type commandNewOptions struct {
-	root                                            *RootOptions
+	root                                           *RootOptions
 	manifest, lockReport, kubeconfig, kubectl, out string
-	context, clusterUID                             string
-	store                                           string
+	context, clusterUID                            string
+	store                                          string
 }
 
 func newCommandNewCmd(root *RootOptions) *cobra.Command {
