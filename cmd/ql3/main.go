@@ -119,6 +119,11 @@ func newRoot(o *RootOptions) *cobra.Command {
 		Short: "qinglong deployment ceremony with an offline-auditable evidence store",
 		Long: "ql3 runs a catalog-bound Kubernetes deployment ceremony (preflight, apply) from one private\n" +
 			"command file and keeps a content-addressed evidence store that anyone can audit offline.",
+		Example: "  ql3 cluster identity --kubeconfig /abs/private/kubeconfig --context prod --kubectl /usr/local/bin/kubectl\n" +
+			"  ql3 command new --store /abs/evidence ... --out /abs/private/preflight.json\n" +
+			"  ql3 preflight --command-file=/abs/private/preflight.json --write-apply-command=/abs/private/apply.json\n" +
+			"  ql3 apply --command-file=/abs/private/apply.json\n" +
+			"  ql3 audit --store /abs/evidence sha256:5f0c...",
 		Version:       buildinfo.Read().String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite the generated part of docs/cli.md from the commands' help")
+
+const (
+	helpBegin = "<!-- BEGIN GENERATED: ql3 --help of every command (go test ./cmd/ql3 -run TestCLIDocMatchesHelp -update-docs) -->\n"
+	helpEnd   = "<!-- END GENERATED -->\n"
+)
+
+// helpReference renders every command's --help, depth first in the order `ql3 --help` lists them.
+func helpReference() string {
+	var b strings.Builder
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		var out bytes.Buffer
+		c.SetOut(&out)
+		c.SetErr(&out)
+		_ = c.Help()
+		b.WriteString("\n### " + c.CommandPath() + "\n\n```text\n" + strings.TrimRight(out.String(), "\n") + "\n```\n")
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	root := newRoot(&RootOptions{})
+	root.InitDefaultHelpCmd()
+	walk(root)
+	return b.String()
+}
+
+// TestCLIDocMatchesHelp: docs/cli.md carries every command's --help verbatim, so that the user's
+// contract cannot drift from the binary.
+func TestCLIDocMatchesHelp(t *testing.T) {
+	const path = "../../docs/cli.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	i, j := strings.Index(doc, helpBegin), strings.Index(doc, helpEnd)
+	if i < 0 || j < i {
+		t.Fatalf("docs/cli.md lacks the generated-help markers")
+	}
+	want := doc[:i+len(helpBegin)] + helpReference() + doc[j:]
+	if *updateDocs {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want != doc {
+		t.Fatal("docs/cli.md does not match the commands' --help: go test ./cmd/ql3 -run TestCLIDocMatchesHelp -update-docs")
+	}
+}
+
+// TestEveryCommandHasExamples: every command's help shows how it is used.
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Example == "" {
+			t.Errorf("%s has no Examples section", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&RootOptions{}))
+}
+
+// TestNoInitRegistration: commands are added to the root explicitly in newRoot, never from init().
+func TestNoInitRegistration(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		for name, f := range p.Files {
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "init" {
+					t.Errorf("%s has an init function", name)
+				}
+			}
+		}
+	}
+}
