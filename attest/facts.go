@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"fmt"
 	"reflect"
 
 	"github.com/opencontainers/go-digest"
@@ -63,7 +64,8 @@ func derive(src Source, kind, mediaType string, command evidence.Descriptor, tar
 	}, nil
 }
 
-// diffFacts names the first fact (by its member name) in which got differs from want, or "".
+// diffFacts describes the first fact in which got differs from want (its member name and both
+// values, which are digests, versions and names, never credentials), or "" when none does.
 // QL3Version is not compared: it is the attesting tool's claim, not a fact of the record.
 func diffFacts(want, got evidence.Predicate) string {
 	got.QL3Version = want.QL3Version
@@ -72,15 +74,25 @@ func diffFacts(want, got evidence.Predicate) string {
 		w, g := wv.Field(i), gv.Field(i)
 		if w.Kind() == reflect.Pointer {
 			if w.IsNil() != g.IsNil() || (!w.IsNil() && w.Elem().Interface() != g.Elem().Interface()) {
-				return jsonName(wv.Type().Field(i))
+				return fmt.Sprintf("%s is %s, the record shows %s", jsonName(wv.Type().Field(i)), show(g), show(w))
 			}
 			continue
 		}
 		if w.Interface() != g.Interface() {
-			return jsonName(wv.Type().Field(i))
+			return fmt.Sprintf("%s is %s, the record shows %s", jsonName(wv.Type().Field(i)), show(g), show(w))
 		}
 	}
 	return ""
+}
+
+func show(v reflect.Value) string {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "absent"
+		}
+		v = v.Elem()
+	}
+	return refuse.Ident(fmt.Sprint(v.Interface()))
 }
 
 func jsonName(f reflect.StructField) string {

@@ -176,8 +176,8 @@ func checkSigned(src Source, subject digest.Digest, e store.AttestationEntry, pa
 	if st.Predicate.QL3Version == "" {
 		return refuse.New(CodeStatementInvalid, "statement names no ql3 version")
 	}
-	if field := diffFacts(facts, st.Predicate); field != "" {
-		return refuse.New(CodePredicateMismatch, "predicate fact %s differs from the record", field)
+	if d := diffFacts(facts, st.Predicate); d != "" {
+		return refuse.New(CodePredicateMismatch, "predicate fact %s", d)
 	}
 	return nil
 }
