@@ -129,7 +129,7 @@ func signedBundle(t testing.TB, k *attest.SigningKey, payload []byte) []byte {
 		MediaType:            evidence.MediaTypeSigstoreBundle,
 		VerificationMaterial: attest.VerificationMaterial{PublicKey: attest.PublicKeyIdentifier{Hint: k.Public().Hint}},
 		DSSEEnvelope: attest.Envelope{Payload: base64.StdEncoding.EncodeToString(payload), PayloadType: evidence.PayloadTypeInToto,
-			Signatures: []attest.Signature{{Sig: base64.StdEncoding.EncodeToString(sig), KeyID: k.Public().Hint}}},
+			Signatures: []attest.Signature{{Sig: base64.StdEncoding.EncodeToString(sig)}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,10 +45,13 @@ type Envelope struct {
 	Signatures  []Signature `json:"signatures"`
 }
 
-// Signature is one DSSE signature; KeyID repeats the key hint and is not authenticated.
+// Signature is one DSSE signature. ql3 writes no keyid: DSSE verifiers (go-securesystemslib's,
+// which cosign and sigstore-go use) skip a signature whose keyid is not their own notion of the
+// key's id (an SSH SHA256 fingerprint), so a keyid could only make a good signature unverifiable.
+// The key hint is in the verification material instead.
 type Signature struct {
 	Sig   string `json:"sig"`
-	KeyID string `json:"keyid"`
+	KeyID string `json:"keyid,omitempty"`
 }
 
 // parsedBundle is a bundle with its base64 decoded.
@@ -124,7 +127,7 @@ func newBundle(k *SigningKey, statement []byte) ([]byte, error) {
 		DSSEEnvelope: Envelope{
 			Payload:     base64.StdEncoding.EncodeToString(statement),
 			PayloadType: evidence.PayloadTypeInToto,
-			Signatures:  []Signature{{Sig: base64.StdEncoding.EncodeToString(sig), KeyID: k.pub.Hint}},
+			Signatures:  []Signature{{Sig: base64.StdEncoding.EncodeToString(sig)}},
 		},
 	}
 	return evidence.MarshalRecord(bu)

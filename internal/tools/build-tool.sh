@@ -43,7 +43,9 @@ fi
 mapfile -t mods < <(go list -f '{{.Module.Path}}@{{.Module.Version}}' "${pkgs[@]}" | sort -u)
 versions=""
 for m in "${mods[@]}"; do
-	versions+="${versions:+_}$(basename "${m%@*}")-${m#*@}"
+	path=${m%@*}
+	[[ $path =~ /v[0-9]+$ ]] && path=${path%/v*} # github.com/sigstore/cosign/v3 -> cosign
+	versions+="${versions:+_}$(basename "$path")-${m#*@}"
 done
 go_version=$(go env GOVERSION)
 sum_digest=$(sha256sum go.sum | cut -d' ' -f1)
