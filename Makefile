@@ -24,6 +24,7 @@ build:
 # 9 minutes and 1.8 GB of RAM on 2 cores; warm: well under a second) and prints the directory.
 tools:
 	@internal/tools/build-k8s.sh
+	@internal/tools/build-tool.sh cosign
 
 $(STATICCHECK):
 	GOBIN=$(dir $(STATICCHECK)) GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -37,7 +38,8 @@ lint: $(STATICCHECK)
 # sampled bytes only; the second run flips every byte of every object and rewrites every field
 # (about 5 minutes on 2 cores).
 test: lint
-	QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) QL3_COSIGN_TOOLS=$$(internal/tools/build-tool.sh cosign) \
+		$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -run '^(TestTamperEveryObject|TestFieldSweep)$$' ./audit/
 
 cluster-up:

@@ -109,18 +109,22 @@ func DecodeRecord(mediaType string, b []byte, v any) error {
 	if !ok {
 		return refuse.New(CodeRecordSchemaMismatch, "media type %q is not a record media type", mediaType)
 	}
-	if got, ok := schemaOf(root); !ok || got != want {
-		return refuse.New(CodeRecordSchemaMismatch, "record schema is not %q as media type %q requires", want, mediaType)
+	member := "schema"
+	if m, ok := schemaMembers[mediaType]; ok {
+		member = m
+	}
+	if got, ok := schemaOf(root, member); !ok || got != want {
+		return refuse.New(CodeRecordSchemaMismatch, "record %s is not %q as media type %q requires", member, want, mediaType)
 	}
 	return decodeTree(root, v)
 }
 
-func schemaOf(n *node) (string, bool) {
+func schemaOf(n *node, member string) (string, bool) {
 	if n.kind != kObject {
 		return "", false
 	}
 	for i, k := range n.keys {
-		if k.str == "schema" && n.elems[i].kind == kString {
+		if k.str == member && n.elems[i].kind == kString {
 			return n.elems[i].str, true
 		}
 	}

@@ -40,6 +40,13 @@ var recordMediaTypes = map[string]string{
 	MediaTypePreflight:  SchemaPreflight,
 	MediaTypeIntent:     SchemaIntent,
 	MediaTypeReceipt:    SchemaReceipt,
+	MediaTypeStatement:  SchemaStatement,
+}
+
+// schemaMembers names, for a record media type whose schema is not carried by a "schema" member,
+// the member that carries it: an in-toto statement names its schema in "_type".
+var schemaMembers = map[string]string{
+	MediaTypeStatement: "_type",
 }
 
 // RecordSchema reports the schema a record of mediaType must carry, and whether mediaType is a
@@ -284,6 +291,9 @@ const (
 	IndexReceipts   = "receipts"   // apply command digest -> receipt
 	IndexIntents    = "intents"    // apply command digest -> intent
 	IndexPreflights = "preflights" // preflight digest -> preflight (the set of preflight roots)
+	// IndexAttestations is two levels deep: index/attestations/<hex of subject>/<hex of bundle>
+	// holds the descriptor of the statement record that bundle signs. A subject may carry several.
+	IndexAttestations = "attestations"
 )
 
 // Diff names the fields in which t and u differ, in the order of the command file's fields

@@ -1,0 +1,88 @@
+// Package attest signs and verifies ql3 attestations (docs/attestations.md): an in-toto Statement
+// v1 about one audited record (a receipt or a preflight report), stored as a canonical record,
+// and a Sigstore bundle v0.3 whose DSSE envelope carries those exact statement bytes, signed with
+// an ECDSA P-256 or Ed25519 key and with no transparency-log entry. The bundle verifies offline
+// with cosign verify-blob-attestation --key; Verify is ql3's own verifier.
+//
+// The package signs and verifies with the standard library only (DSSE's PAE, ECDSA, Ed25519), and
+// imports nothing that runs a program or opens a socket: the auditor imports it.
+package attest
+
+import (
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/store"
+)
+
+// CodeSign: the signature could not be made (the random source failed).
+const CodeSign refuse.Code = "ATTEST_SIGN"
+
+// Source is the read side of the store the verifier needs; *store.Store is the implementation.
+type Source interface {
+	Get(d digest.Digest) ([]byte, error)
+	GetDescriptor(d evidence.Descriptor) ([]byte, error)
+	ListAttestations(subject digest.Digest) ([]store.AttestationEntry, error)
+}
+
+// Writer is the store an attestation is written to.
+type Writer interface {
+	Source
+	PutRecord(mediaType string, v any) (evidence.Descriptor, []byte, error)
+	PutBlob(mediaType string, b []byte) (evidence.Descriptor, error)
+	PutAttestation(subject, bundle digest.Digest, statement evidence.Descriptor) error
+}
+
+var _ Writer = (*store.Store)(nil)
+
+// Options are the claims of the attesting tool.
+type Options struct {
+	QL3Version string // the attesting ql3's version; required
+}
+
+// Attestation is what Attest stored.
+type Attestation struct {
+	Subject   digest.Digest       `json:"subject"`
+	Statement evidence.Descriptor `json:"statement"`
+	Bundle    evidence.Descriptor `json:"bundle"`
+	KeyDigest digest.Digest       `json:"keyDigest"` // SHA-256 of the public key's PKIX DER
+}
+
+// Attest derives the facts of the record subject, stores the statement about it as a record, signs
+// those bytes into a bundle, stores the bundle and indexes it under the subject. The caller must
+// have audited subject: Attest states facts, it does not judge them. Attesting again with the same
+// key adds another bundle (ECDSA signatures are randomized; Ed25519 ones are not, and then the
+// same bundle is found again).
+func Attest(w Writer, subject digest.Digest, key *SigningKey, opts Options) (*Attestation, error) {
+	if opts.QL3Version == "" {
+		return nil, refuse.New(CodeStatementInvalid, "no ql3 version to state")
+	}
+	facts, err := Derive(w, subject)
+	if err != nil {
+		return nil, err
+	}
+	facts.QL3Version = opts.QL3Version
+	st := evidence.Statement{
+		Type:          evidence.SchemaStatement,
+		Subject:       []evidence.StatementSubject{{Name: string(subject), Digest: evidence.SubjectDigest{SHA256: subject.Encoded()}}},
+		PredicateType: evidence.PredicateTypeAttestation,
+		Predicate:     facts,
+	}
+	sd, sb, err := w.PutRecord(evidence.MediaTypeStatement, st)
+	if err != nil {
+		return nil, err
+	}
+	bb, err := newBundle(key, sb)
+	if err != nil {
+		return nil, err
+	}
+	bd, err := w.PutBlob(evidence.MediaTypeSigstoreBundle, bb)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.PutAttestation(subject, bd.Digest, sd); err != nil {
+		return nil, err
+	}
+	return &Attestation{Subject: subject, Statement: sd, Bundle: bd, KeyDigest: key.pub.Digest}, nil
+}
