@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/materialize"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -54,11 +55,11 @@ func (o *lockMaterializeOptions) Validate() error {
 
 // Run materializes and commits both files, then prints what it wrote.
 func (o *lockMaterializeOptions) Run(w io.Writer) error {
-	catalog, err := materialize.ReadInput(o.catalog, "catalog", materialize.MaxCatalogBytes)
+	catalog, err := input.ReadFile(o.catalog, materialize.MaxCatalogBytes)
 	if err != nil {
 		return err
 	}
-	unlocked, err := materialize.ReadInput(o.manifest, "manifest", materialize.MaxManifestBytes)
+	unlocked, err := input.ReadFile(o.manifest, materialize.MaxManifestBytes)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -19,9 +20,9 @@ const (
 	// canonical spelling (no ".", "..", "//" or trailing slash).
 	CodePathInvalid refuse.Code = "INPUT_PATH_INVALID"
 	// CodeSymlink: some component of the path, the last one included, is a symbolic link.
-	CodeSymlink refuse.Code = "INPUT_SYMLINK"
+	CodeSymlink = input.CodeSymlink
 	// CodeNotFound: a component of the path does not exist or is not a directory (usage class).
-	CodeNotFound refuse.Code = "INPUT_NOT_FOUND"
+	CodeNotFound = input.CodeNotFound
 	// CodeIO: opening, stating or reading failed for another reason (usage class).
 	CodeIO refuse.Code = "INPUT_IO"
 )
@@ -184,25 +185,7 @@ func checkRegular(p string, st *unix.Stat_t, notRegular refuse.Code) error {
 	case unix.S_IFLNK:
 		return symlinkErr(p)
 	}
-	return refuse.New(notRegular, "%s is a %s, not a regular file", p, kind(st.Mode))
-}
-
-func kind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFIFO:
-		return "fifo"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFLNK:
-		return "symlink"
-	}
-	return "file of unknown type"
+	return refuse.New(notRegular, "%s is a %s, not a regular file", p, input.Kind(st.Mode))
 }
 
 // resolveErr turns a failed open or stat of p into its refusal.
