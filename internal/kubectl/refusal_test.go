@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/kubectl/rundir"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -106,7 +107,7 @@ func TestRunWorkdirFailed(t *testing.T) {
 			tempRoot = root
 			defer func() { tempRoot = old }()
 			res, err := realRunner(t).Run(context.Background(), evidence.StepIdentity, nil)
-			wantCode(t, err, CodeWorkdir)
+			wantCode(t, err, rundir.CodeTmpdirInvalid)
 			checkMessage(t, err, nil)
 			if res != nil {
 				t.Fatal("a refusal before start returned a Result")
@@ -119,14 +120,18 @@ func TestRunWorkdirFailed(t *testing.T) {
 // kubeconfig copy) but its Result is still returned for the record.
 func TestRunCleanupFailed(t *testing.T) {
 	var dirs []string
-	old := removeAll
-	removeAll = func(p string) error { dirs = append(dirs, p); return errors.New("injected removal failure") }
-	defer func() { removeAll = old }()
+	var held []*rundir.Dir
+	old := removeDir
+	removeDir = func(d *rundir.Dir) error {
+		dirs, held = append(dirs, d.Path), append(held, d)
+		return errors.New("injected removal failure")
+	}
+	defer func() { removeDir = old }()
 	r := realRunner(t)
 	res, err := r.Run(context.Background(), evidence.StepIdentity, nil)
-	removeAll = old
-	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
+	removeDir = old
+	for _, d := range held {
+		if err := d.Remove(); err != nil {
 			t.Fatal(err)
 		}
 	}
