@@ -34,7 +34,8 @@ const maxDepth = 64
 
 // Test hooks.
 var (
-	useTmpfile = true // false: the lock is made with O_CREAT|O_EXCL, as on a filesystem without O_TMPFILE
+	useTmpfile = true          // false: the lock is made with O_CREAT|O_EXCL, as on a filesystem without O_TMPFILE
+	unlinkat   = unix.Unlinkat // tests make a removal fail
 )
 
 // Dir is one run directory, held by descriptors and locked until Remove.
@@ -285,7 +286,7 @@ func removeContents(dirfd int, skip string, depth int) error {
 		if n == skip {
 			continue
 		}
-		err := unix.Unlinkat(dirfd, n, 0)
+		err := unlinkat(dirfd, n, 0)
 		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
 			var sub int
 			if sub, err = openat(dirfd, n, dirOpenFlags); err != nil {

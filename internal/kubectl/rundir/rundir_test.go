@@ -439,3 +439,32 @@ func TestSweepLeavesOthersAlone(t *testing.T) {
 		t.Errorf("the sweep left the dead run directory %s", gone)
 	}
 }
+
+// TestRemoveFailedIsSwept: a removal that fails is KUBECTL_CLEANUP_FAILED with a hint that a
+// credential is left, the lock is released all the same, and the next run's sweep removes it.
+func TestRemoveFailedIsSwept(t *testing.T) {
+	root := privateRoot(t)
+	d := create(t, root)
+	unlinkat = func(dirfd int, name string, flags int) error {
+		if name == "kubeconfig" {
+			return unix.EIO
+		}
+		return unix.Unlinkat(dirfd, name, flags)
+	}
+	err := d.Remove()
+	unlinkat = unix.Unlinkat
+	wantCode(t, err, CodeCleanup)
+	if r, _ := refuse.As(err); !strings.Contains(r.Hint, "kubeconfig") || !errors.Is(err, unix.EIO) {
+		t.Fatalf("refusal %v, hint %q: want the cause and a hint naming the kubeconfig", err, r.Hint)
+	}
+	if !exists(filepath.Join(d.Path, "kubeconfig")) || !exists(filepath.Join(d.Path, LockName)) {
+		t.Fatal("the failed removal should have left the copy and, last, the lock")
+	}
+	next := create(t, root)
+	if exists(d.Path) {
+		t.Fatalf("the sweep left %s", d.Path)
+	}
+	if err := next.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
