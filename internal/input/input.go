@@ -50,7 +50,7 @@ func ReadFile(path string, ceiling int64) ([]byte, error) {
 	if err := unix.Lstat(path, &st); err != nil {
 		return nil, openErr(path, err)
 	}
-	if err := CheckRegular(path, &st); err != nil {
+	if err := checkRegular(path, &st); err != nil {
 		return nil, err
 	}
 	fd, err := ignoringEINTR(func() (int, error) { return unix.Open(path, openFlags, 0) })
@@ -61,7 +61,7 @@ func ReadFile(path string, ceiling int64) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, usage(refuse.Wrap(CodeRead, err, "%s cannot be stated", path))
 	}
-	if err := CheckRegular(path, &st); err != nil {
+	if err := checkRegular(path, &st); err != nil {
 		return nil, err
 	}
 	// A sparse file of 20 GB costs nothing on disk; the stated size refuses it before any read.
@@ -130,9 +130,9 @@ func limitOf(ceiling int64) int64 {
 	return ceiling + 1
 }
 
-// CheckRegular refuses a stat that is not of a regular file: INPUT_SYMLINK for a symlink,
+// checkRegular refuses a stat that is not of a regular file: INPUT_SYMLINK for a symlink,
 // INPUT_NOT_REGULAR naming the file type otherwise.
-func CheckRegular(path string, st *unix.Stat_t) error {
+func checkRegular(path string, st *unix.Stat_t) error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		return nil
