@@ -119,6 +119,38 @@ func TestCLIHostileInputBounded(t *testing.T) {
 			})
 		}
 	}
+	// A copied store is untrusted input too: its marker may be a fifo or a symlink to /dev/zero.
+	for _, v := range []struct {
+		name   string
+		marker func(p string) error // replaces the marker at p
+	}{
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o600) }},
+		{"symlink-to-dev-zero", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{"sparse-20GB", func(p string) error {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Truncate(p, 20<<30)
+		}},
+	} {
+		t.Run("store-verify/marker-"+v.name, func(t *testing.T) {
+			copied := filepath.Join(dir, "copy-"+v.name)
+			if e, c := limited(t, ql3, nil, "store", "init", copied); c != 0 {
+				t.Fatalf("store init: exit %d %s", c, e)
+			}
+			p := filepath.Join(copied, "ql3-store.json")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.marker(p); err != nil {
+				t.Fatal(err)
+			}
+			e, c := limited(t, ql3, nil, "--store", copied, "store", "verify")
+			if want := "ql3: refused: STORE_MARKER: store marker ql3-store.json missing or invalid\n"; c != 1 || e != want {
+				t.Fatalf("exit %d stderr %q; want exit 1 and %q", c, e, want)
+			}
+		})
+	}
 	zero, err := os.Open("/dev/zero")
 	if err != nil {
 		t.Fatal(err)
