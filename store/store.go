@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -109,7 +110,8 @@ func Open(root string) (*Store, error) {
 			return nil, err
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(root, markerName))
+	// A copied store is untrusted: its marker may be a fifo or a symlink to /dev/zero.
+	b, err := input.ReadFile(filepath.Join(root, markerName), int64(len(marker)))
 	if err != nil || string(b) != marker {
 		return nil, refuse.New(CodeStoreMarker, "store marker %s missing or invalid", markerName)
 	}

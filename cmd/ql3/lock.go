@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence/lock"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/input"
 )
 
 func newLockCmd(root *RootOptions) *cobra.Command {
@@ -54,11 +51,11 @@ func (v *lockVerifyOptions) validate() error {
 
 func (v *lockVerifyOptions) run(_ context.Context, s streams) error {
 	w := s.out
-	man, err := readBounded(v.manifest, "--manifest", lock.MaxManifestBytes)
+	man, err := input.ReadFile(v.manifest, lock.MaxManifestBytes)
 	if err != nil {
 		return err
 	}
-	rep, err := readBounded(v.report, "--report", lock.MaxReportBytes)
+	rep, err := input.ReadFile(v.report, lock.MaxReportBytes)
 	if err != nil {
 		return err
 	}
@@ -70,34 +67,6 @@ func (v *lockVerifyOptions) run(_ context.Context, s streams) error {
 		OK   bool           `json:"ok"`
 		Lock map[string]any `json:"lock"`
 	}{true, lockSummary(res)}, lockText(res))
-}
-
-// readBounded reads at most ceiling+1 bytes of the regular file at path, so that lock.Verify
-// refuses a larger file by its ceiling instead of ql3 reading all of it. A file that cannot be
-// read at all is a usage-class refusal.
-func readBounded(path, flag string, ceiling int64) ([]byte, error) {
-	fail := func(err error) error {
-		return &refuse.Error{Code: CodeInputRead, Class: refuse.Usage, Msg: "cannot read the " + flag + " file", Err: err}
-	}
-	// O_NONBLOCK: opening a FIFO must not wait for a writer; the file is then refused as not
-	// regular.
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fail(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fail(err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fail(fmt.Errorf("%s is not a regular file", path))
-	}
-	b, err := io.ReadAll(io.LimitReader(f, ceiling+1))
-	if err != nil {
-		return nil, fail(err)
-	}
-	return b, nil
 }
 
 type lockContainerJSON struct {

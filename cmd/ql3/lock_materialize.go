@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/materialize"
 )
 
@@ -46,11 +47,11 @@ func (o *lockMaterializeOptions) validate() error {
 // the report's self-digest labelled as such.
 func (o *lockMaterializeOptions) run(_ context.Context, s streams) error {
 	w := s.out
-	catalog, err := materialize.ReadInput(o.catalog, "catalog", materialize.MaxCatalogBytes)
+	catalog, err := input.ReadFile(o.catalog, materialize.MaxCatalogBytes)
 	if err != nil {
 		return err
 	}
-	unlocked, err := materialize.ReadInput(o.manifest, "manifest", materialize.MaxManifestBytes)
+	unlocked, err := input.ReadFile(o.manifest, materialize.MaxManifestBytes)
 	if err != nil {
 		return err
 	}

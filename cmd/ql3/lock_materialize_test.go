@@ -118,7 +118,7 @@ func TestCLILockMaterializeErrors(t *testing.T) {
 	}{
 		{[]string{"lock", "materialize", "--catalog", good}, "ql3: refused: FLAG_REQUIRED: missing required --manifest, --out", 2},
 		{append(args(good, unlocked, filepath.Join(dir, "o1")), "extra"), `ql3: usage: unknown command "extra" for "ql3 lock materialize"`, 2},
-		{args(filepath.Join(dir, "missing.json"), unlocked, filepath.Join(dir, "o2")), "ql3: refused: MATERIALIZE_INPUT_READ: cannot open catalog " + filepath.Join(dir, "missing.json"), 2},
+		{args(filepath.Join(dir, "missing.json"), unlocked, filepath.Join(dir, "o2")), "ql3: refused: INPUT_NOT_FOUND: " + filepath.Join(dir, "missing.json") + " does not exist", 2},
 		{args(bad, unlocked, filepath.Join(dir, "o3")), "ql3: refused: MATERIALIZE_CATALOG_SHAPE: $ has no member \"release\"", 1},
 		{args(good, good, filepath.Join(dir, "o4")), "ql3: refused: MATERIALIZE_MANIFEST_SYNTAX: manifest is json, not block yaml", 1},
 		{args(good, unlocked, filepath.Join(dir, "no", "o5")), "ql3: refused: MATERIALIZE_OUT_DIR: cannot create output directory " + filepath.Join(dir, "no", "o5"), 1},

@@ -84,11 +84,11 @@ func TestCLILockVerifyUsage(t *testing.T) {
 		{nil, "ql3: refused: FLAG_REQUIRED: missing required --manifest, --report\n", 2},
 		{[]string{"--manifest", filepath.Join(valid, "locked.yaml")}, "ql3: refused: FLAG_REQUIRED: missing required --report\n", 2},
 		{[]string{"--manifest", filepath.Join(dir, "absent.yaml"), "--report", filepath.Join(valid, "lock-report.json")},
-			"ql3: refused: INPUT_READ: cannot read the --manifest file: open ", 2},
+			"ql3: refused: INPUT_NOT_FOUND: " + filepath.Join(dir, "absent.yaml") + " does not exist (or a component is not a directory): no such file or directory\n", 2},
 		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", dir},
-			"ql3: refused: INPUT_READ: cannot read the --report file: " + dir + " is not a regular file\n", 2},
+			"ql3: refused: INPUT_NOT_REGULAR: " + dir + " is a directory, not a regular file\n", 1},
 		{[]string{"--manifest", fifo, "--report", filepath.Join(valid, "lock-report.json")},
-			"ql3: refused: INPUT_READ: cannot read the --manifest file: " + fifo + " is not a regular file\n", 2},
+			"ql3: refused: INPUT_NOT_REGULAR: " + fifo + " is a fifo, not a regular file\n", 1},
 		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", "/dev/null", "extra"}, "ql3: usage: unknown command \"extra\" for \"ql3 lock verify\"\n", 2},
 		{[]string{"--bogus"}, "ql3: usage: unknown flag: --bogus\n", 2},
 	}
@@ -100,14 +100,15 @@ func TestCLILockVerifyUsage(t *testing.T) {
 	}
 }
 
-// TestCLILockVerifyCeiling: a report past its ceiling is read only up to it and refused by it.
+// TestCLILockVerifyCeiling: a report past its ceiling is refused by the input reader, which reads
+// no more than the ceiling plus one byte of it.
 func TestCLILockVerifyCeiling(t *testing.T) {
 	big := filepath.Join(t.TempDir(), "big.json")
 	if err := os.WriteFile(big, []byte("{"+strings.Repeat(" ", 2<<20)+"}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, e, c := run(t, "", "lock", "verify", "--manifest", filepath.Join(lockFixtures, "valid", "locked.yaml"), "--report", big)
-	if c != 1 || e != "ql3: refused: LOCK_REPORT_TOO_LARGE: lock report of 1048577 bytes exceeds the limit of 1048576\n" {
+	if c != 1 || e != "ql3: refused: INPUT_TOO_LARGE: "+big+" is 2097154 bytes, over the ceiling of 1048576\n" {
 		t.Fatalf("exit %d stderr %q", c, e)
 	}
 }

@@ -12,29 +12,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/store"
 )
 
 // Codes raised by `ql3 store`.
 const (
-	CodeInputRead     refuse.Code = "INPUT_READ"       // the input file or stdin cannot be read
 	CodeVerifyCorrupt refuse.Code = "STORE_CORRUPT"    // store verify found corruption
 	CodeNotRecord     refuse.Code = "STORE_NOT_RECORD" // store show on an object that is not a record
 )
 
+// readInput reads the named file, or stdin for "-", through the one bounded reader: at most
+// store.MaxObjectSize bytes, a larger input refused.
 func readInput(name string) ([]byte, error) {
-	var b []byte
-	var err error
 	if name == "-" {
-		b, err = io.ReadAll(io.LimitReader(os.Stdin, store.MaxObjectSize+1))
-	} else {
-		b, err = os.ReadFile(name)
+		return input.ReadStdin(os.Stdin, store.MaxObjectSize)
 	}
-	if err != nil {
-		return nil, &refuse.Error{Code: CodeInputRead, Class: refuse.Usage, Msg: "cannot read input", Err: err}
-	}
-	return b, nil
+	return input.ReadFile(name, store.MaxObjectSize)
 }
 
 func newStoreCmd(root *RootOptions) *cobra.Command {

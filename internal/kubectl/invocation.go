@@ -61,7 +61,7 @@ const (
 // resolved to other bytes.
 var execPathRE = regexp.MustCompile(`^/proc/self/fd/[0-9]+$`)
 
-// dirBaseRE is the base name os.MkdirTemp gives the per-run directory.
+// dirBaseRE is the base name rundir.Create gives the per-run directory.
 var dirBaseRE = regexp.MustCompile(`^` + dirPrefix + `[0-9]+$`)
 
 func globalFlags(dir, context string) []string {
@@ -99,7 +99,7 @@ func buildArgv(execPath, step, dir, context string) ([]string, bool) {
 	return append(argv, args...), true
 }
 
-// checkDir accepts the per-run directory: absolute, clean, and named as MkdirTemp names it, so a
+// checkDir accepts the per-run directory: absolute, clean, and named as rundir.Create names it, so a
 // recorded run cannot have pointed kubectl at the operator's home or another shared directory.
 func checkDir(dir string) bool {
 	return filepath.IsAbs(dir) && filepath.Clean(dir) == dir && dirBaseRE.MatchString(filepath.Base(dir)) &&

@@ -175,11 +175,11 @@ func TestCheckDirNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := removeWorkdir(d); err != nil {
+		if err := removeDir(d); err != nil {
 			t.Error(err)
 		}
 	}()
-	if !checkDir(d) || filepath.Dir(d) != tempRoot {
-		t.Fatalf("makeWorkdir made %s", d)
+	if !checkDir(d.Path) || filepath.Dir(d.Path) != tempRoot {
+		t.Fatalf("makeWorkdir made %s", d.Path)
 	}
 }

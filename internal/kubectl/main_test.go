@@ -15,6 +15,9 @@ var cluster *testcluster.Cluster
 // end of the suite can prove no run left its directory (and its kubeconfig copy) behind.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if os.Getenv(killedRunEnv) != "" {
+		killedRunChild() // never returns
+	}
 	root, err := os.MkdirTemp("", "ql3-kubectl-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/kubectl/rundir"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -106,7 +106,7 @@ func TestRunWorkdirFailed(t *testing.T) {
 			tempRoot = root
 			defer func() { tempRoot = old }()
 			res, err := realRunner(t).Run(context.Background(), evidence.StepIdentity, nil)
-			wantCode(t, err, CodeWorkdir)
+			wantCode(t, err, rundir.CodeTmpdirInvalid)
 			checkMessage(t, err, nil)
 			if res != nil {
 				t.Fatal("a refusal before start returned a Result")
@@ -116,17 +116,23 @@ func TestRunWorkdirFailed(t *testing.T) {
 }
 
 // TestRunCleanupFailed: when the run directory cannot be removed the step is refused (it holds a
-// kubeconfig copy) but its Result is still returned for the record.
+// kubeconfig copy) but its Result is still returned for the record. The refusal itself is
+// rundir's (its TestRemoveFailedIsSwept makes a real removal fail); here it is injected.
 func TestRunCleanupFailed(t *testing.T) {
 	var dirs []string
-	old := removeAll
-	removeAll = func(p string) error { dirs = append(dirs, p); return errors.New("injected removal failure") }
-	defer func() { removeAll = old }()
+	var held []*rundir.Dir
+	old := removeDir
+	removeDir = func(d *rundir.Dir) error {
+		dirs, held = append(dirs, d.Path), append(held, d)
+		return refuse.Wrap(CodeCleanup, errors.New("injected removal failure"), "remove run directory %s", d.Path).
+			WithHint("it holds a copy of the kubeconfig")
+	}
+	defer func() { removeDir = old }()
 	r := realRunner(t)
 	res, err := r.Run(context.Background(), evidence.StepIdentity, nil)
-	removeAll = old
-	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
+	removeDir = old
+	for _, d := range held {
+		if err := d.Remove(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,8 +143,5 @@ func TestRunCleanupFailed(t *testing.T) {
 	}
 	if len(dirs) == 0 || dirs[0] != runDir(t, res) {
 		t.Fatalf("removal was attempted on %q, want the run directory", dirs)
-	}
-	if r, _ := refuse.As(err); !strings.Contains(r.Hint, "kubeconfig") {
-		t.Fatalf("hint %q does not say what is left behind", r.Hint)
 	}
 }

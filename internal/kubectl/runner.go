@@ -96,12 +96,13 @@ func (r *Runner) Run(ctx context.Context, step string, stdin []byte) (res *Resul
 	if err := ctx.Err(); err != nil {
 		return nil, ctxRefusal(ctx, step)
 	}
-	dir, err := makeWorkdir(r.Kubeconfig)
+	wd, err := makeWorkdir(r.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	dir := wd.Path
 	defer func() {
-		if cerr := removeWorkdir(dir); cerr != nil {
+		if cerr := removeDir(wd); cerr != nil {
 			if err == nil {
 				err = cerr
 			} else {

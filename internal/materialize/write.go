@@ -13,37 +13,14 @@ import (
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
-// Reason codes of the output directory and the input files.
+// Reason codes of the output directory. The input files are read by internal/input.
 const (
-	CodeInputRead refuse.Code = "MATERIALIZE_INPUT_READ"
 	CodeOutDir    refuse.Code = "MATERIALIZE_OUT_DIR"
 	CodeOutMode   refuse.Code = "MATERIALIZE_OUT_MODE"
 	CodeOutOwner  refuse.Code = "MATERIALIZE_OUT_OWNER"
 	CodeOutExists refuse.Code = "MATERIALIZE_OUT_EXISTS"
 	CodeOutIO     refuse.Code = "MATERIALIZE_OUT_IO"
 )
-
-// ReadInput reads the regular file at path, refusing one larger than limit bytes. It does not
-// follow a symlink in the last component.
-func ReadInput(path, role string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, &refuse.Error{Code: CodeInputRead, Class: refuse.Usage, Msg: "cannot open " + role + " " + path, Err: err}
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return nil, refuse.NewUsage(CodeInputRead, "%s %s is not a regular file", role, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, &refuse.Error{Code: CodeInputRead, Class: refuse.Usage, Msg: "cannot read " + role + " " + path, Err: err}
-	}
-	if int64(len(b)) > limit {
-		return nil, refuse.NewUsage(CodeInputRead, "%s %s exceeds %d bytes", role, path, limit)
-	}
-	return b, nil
-}
 
 // Written names the two committed files.
 type Written struct {

@@ -1,7 +1,6 @@
 package materialize
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -178,28 +177,6 @@ func TestWriteDirRollback(t *testing.T) {
 				t.Fatalf("directory holds %v, want %v", keys(got), keys(v.left))
 			}
 		})
-	}
-}
-
-func TestReadInput(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	mustWrite(t, p, "0123456789")
-	if b, err := ReadInput(p, "catalog", 10); err != nil || !bytes.Equal(b, []byte("0123456789")) {
-		t.Fatalf("read: %q %v", b, err)
-	}
-	l := filepath.Join(dir, "l")
-	if err := os.Symlink(p, l); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []struct {
-		path  string // the input path
-		limit int64  // the ceiling
-	}{{p, 9}, {l, 10}, {dir, 10}, {filepath.Join(dir, "missing"), 10}} {
-		_, err := ReadInput(v.path, "catalog", v.limit)
-		if e, ok := refuse.As(err); !ok || e.Code != CodeInputRead || e.Class != refuse.Usage {
-			t.Errorf("%s limit %d: got %v", v.path, v.limit, err)
-		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -19,9 +20,9 @@ const (
 	// canonical spelling (no ".", "..", "//" or trailing slash).
 	CodePathInvalid refuse.Code = "INPUT_PATH_INVALID"
 	// CodeSymlink: some component of the path, the last one included, is a symbolic link.
-	CodeSymlink refuse.Code = "INPUT_SYMLINK"
+	CodeSymlink = input.CodeSymlink
 	// CodeNotFound: a component of the path does not exist or is not a directory (usage class).
-	CodeNotFound refuse.Code = "INPUT_NOT_FOUND"
+	CodeNotFound = input.CodeNotFound
 	// CodeIO: opening, stating or reading failed for another reason (usage class).
 	CodeIO refuse.Code = "INPUT_IO"
 )
@@ -92,10 +93,35 @@ func checkPath(p string) error {
 }
 
 // openParent opens the directory part of the (checked) path p without following any symlink and
-// returns the O_PATH descriptor with its fstat. The kernel enforces the no-symlink rule through
-// openat2(RESOLVE_NO_SYMLINKS); where openat2 is missing, a walk opens one component at a time.
+// returns the O_PATH descriptor with its fstat.
 func openParent(p string) (int, unix.Stat_t, error) {
-	dir := filepath.Dir(p)
+	fd, st, err := openDir(filepath.Dir(p))
+	if err != nil {
+		return -1, st, resolveErr(p, err)
+	}
+	return fd, st, nil
+}
+
+// OpenDir opens the directory at p, an absolute canonical path or "/", as an O_PATH descriptor
+// without following a symlink in any component, and returns it with its fstat. The caller
+// closes the descriptor. Refusals: INPUT_PATH_INVALID, INPUT_SYMLINK, INPUT_NOT_FOUND (also for
+// a last component that is not a directory), INPUT_IO.
+func OpenDir(p string) (int, unix.Stat_t, error) {
+	if p != "/" {
+		if err := checkPath(p); err != nil {
+			return -1, unix.Stat_t{}, err
+		}
+	}
+	fd, st, err := openDir(p)
+	if err != nil {
+		return -1, st, resolveErr(p, err)
+	}
+	return fd, st, nil
+}
+
+// openDir opens dir symlink-free. The kernel enforces the no-symlink rule through
+// openat2(RESOLVE_NO_SYMLINKS); where openat2 is missing, a walk opens one component at a time.
+func openDir(dir string) (int, unix.Stat_t, error) {
 	var fd int
 	var err error
 	if useOpenat2 && !openat2Missing.Load() {
@@ -112,12 +138,12 @@ func openParent(p string) (int, unix.Stat_t, error) {
 		fd, err = walk(dir)
 	}
 	if err != nil {
-		return -1, unix.Stat_t{}, resolveErr(p, err)
+		return -1, unix.Stat_t{}, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, st, usage(refuse.Wrap(CodeIO, err, "%s: its directory cannot be stated", p))
+		return -1, st, fmt.Errorf("stat directory: %w", err)
 	}
 	return fd, st, nil
 }
@@ -184,25 +210,7 @@ func checkRegular(p string, st *unix.Stat_t, notRegular refuse.Code) error {
 	case unix.S_IFLNK:
 		return symlinkErr(p)
 	}
-	return refuse.New(notRegular, "%s is a %s, not a regular file", p, kind(st.Mode))
-}
-
-func kind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFIFO:
-		return "fifo"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFLNK:
-		return "symlink"
-	}
-	return "file of unknown type"
+	return refuse.New(notRegular, "%s is a %s, not a regular file", p, input.Kind(st.Mode))
 }
 
 // resolveErr turns a failed open or stat of p into its refusal.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -26,12 +27,13 @@ const (
 	// CodeNotPrivate: the file is not mode 0600 or not owned by the current uid, or its directory
 	// is not mode 0700 or not owned by the current uid. The message says which.
 	CodeNotPrivate refuse.Code = "INPUT_NOT_PRIVATE"
-	// CodeNotRegular: the file is a directory, fifo, device or socket.
-	CodeNotRegular refuse.Code = "INPUT_NOT_REGULAR"
+	// CodeNotRegular: the file is a directory, fifo, device or socket (shared with every input).
+	CodeNotRegular = input.CodeNotRegular
 	// CodeLinkCount: the file has more than one hard link, so it can be changed under another name.
 	CodeLinkCount refuse.Code = "INPUT_LINK_COUNT"
-	// CodeTooLarge: the file is larger than its role's ceiling, or grew past it while read.
-	CodeTooLarge refuse.Code = "INPUT_TOO_LARGE"
+	// CodeTooLarge: the file is larger than its role's ceiling, or grew past it while read
+	// (shared with every input).
+	CodeTooLarge = input.CodeTooLarge
 	// CodeChanged: the file changed while it was read, or between Read and Reverify.
 	CodeChanged refuse.Code = "INPUT_CHANGED"
 )
@@ -146,7 +148,7 @@ func readPrivate(path, role string, ceiling int64) (*snapshot, error) {
 		return nil, refuse.New(CodeTooLarge, "%s %s is %d bytes, over the ceiling of %d", role, path, st.Size, ceiling)
 	}
 	hookAfterStat()
-	b, err := readAll(fd, st.Size, ceiling)
+	b, err := input.ReadFD(fd, st.Size, ceiling)
 	if err != nil {
 		return nil, usage(refuse.Wrap(CodeIO, err, "%s %s cannot be read", role, path))
 	}
@@ -180,32 +182,4 @@ func checkPrivate(role, path, what string, st *unix.Stat_t, mode uint32) error {
 			WithHint("chmod 600 the file and chmod 700 its directory")
 	}
 	return nil
-}
-
-// readAll reads from offset 0 until EOF or until it holds ceiling+1 bytes, whichever is first:
-// one byte past the ceiling is enough to refuse, and no more is ever buffered.
-func readAll(fd int, size, ceiling int64) ([]byte, error) {
-	limit := ceiling + 1
-	if limit < 0 { // ceiling is math.MaxInt64
-		limit = ceiling
-	}
-	// size+1 leaves room to see the end of file in the first pass.
-	b := make([]byte, 0, min(size, ceiling)+1)
-	for int64(len(b)) < limit {
-		if len(b) == cap(b) {
-			b = append(b, make([]byte, min(int64(cap(b)), limit-int64(len(b))))...)[:len(b)]
-		}
-		n, err := unix.Pread(fd, b[len(b):min(int64(cap(b)), limit)], int64(len(b)))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			break
-		}
-		b = b[:len(b)+n]
-	}
-	return b, nil
 }
