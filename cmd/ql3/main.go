@@ -150,6 +150,7 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newCommandCmd(o),
 		newClusterCmd(o),
 		newAuditCmd(o),
+		newAttestCmd(o),
 		newStoreCmd(o),
 		newLockCmd(o),
 		newCanonicalizeCmd(o),

@@ -3,6 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,6 +56,7 @@ func TestScripts(t *testing.T) {
 			"cluster-env":  cmdClusterEnv,
 			"stdout-env":   cmdStdoutEnv,
 			"digest-env":   cmdDigestEnv,
+			"gen-key":      cmdGenKey,
 		},
 	})
 }
@@ -126,6 +134,34 @@ func cmdDigestEnv(ts *testscript.TestScript, neg bool, args []string) {
 	b, err := os.ReadFile(ts.MkAbs(args[1]))
 	ts.Check(err)
 	ts.Setenv(args[0], string(evidence.FromBytes(b)))
+}
+
+// cmdGenKey writes a fresh signing key DIR/NAME.pem (PKCS#8, 0600) and its public key
+// DIR/NAME.pub (PKIX); ALG is p256 or ed25519. Keys are made at test time, never committed.
+//
+//	gen-key ALG DIR NAME
+func cmdGenKey(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: gen-key p256|ed25519 DIR NAME")
+	}
+	var priv crypto.Signer
+	var err error
+	switch args[0] {
+	case "p256":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "ed25519":
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		ts.Fatalf("unknown key algorithm %s", args[0])
+	}
+	ts.Check(err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	ts.Check(err)
+	pub, err := x509.MarshalPKIXPublicKey(priv.Public())
+	ts.Check(err)
+	dir := ts.MkAbs(args[1])
+	ts.Check(os.WriteFile(filepath.Join(dir, args[2]+".pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+	ts.Check(os.WriteFile(filepath.Join(dir, args[2]+".pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644))
 }
 
 // cmdStatus runs a program and requires its exact exit status; its stdout and stderr are then

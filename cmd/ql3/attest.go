@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
+	"github.com/qinglong/ql3/attest"
+	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/internal/buildinfo"
+	"github.com/qinglong/ql3/store"
+)
+
+// attestOptions: `ql3 attest --key KEY DIGEST`.
+type attestOptions struct {
+	root    *RootOptions
+	keyPath string
+	subject digest.Digest
+}
+
+func newAttestCmd(root *RootOptions) *cobra.Command {
+	o := &attestOptions{root: root}
+	c := &cobra.Command{
+		Use:   "attest --store DIR --key KEY DIGEST",
+		Short: "Audit a receipt or preflight report, then sign an in-toto statement of its facts (Sigstore bundle)",
+		Long: "Audits the record offline first and refuses to sign one that fails. Then stores an in-toto\n" +
+			"Statement v1 about it (subject: the record's SHA-256; predicate: the facts an auditor filters on,\n" +
+			"read from the record) as a canonical record, signs exactly those bytes in a DSSE envelope inside a\n" +
+			"Sigstore bundle v0.3, stores the bundle and indexes it under the record. The key is a private\n" +
+			"stable input (0600, in a 0700 directory of yours): PKCS#8 PEM, ECDSA P-256 or Ed25519. No private\n" +
+			"key byte is stored or printed; the bundle carries the public key's hint only. See\n" +
+			"docs/attestations.md for the cosign command that verifies the bundle outside ql3.",
+		Example: "  ql3 attest --store /abs/evidence --key /abs/private/signing-key.pem sha256:5f0c...\n" +
+			"  ql3 audit --store /abs/evidence --key /abs/keys/signing-key.pub sha256:5f0c...",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(o),
+	}
+	c.Flags().StringVar(&o.keyPath, "key", "", "absolute path of the signing key (PKCS#8 PEM, private stable input)")
+	return c
+}
+
+func (o *attestOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.subject, err = digestArg("DIGEST", a[0])
+	return err
+}
+
+func (o *attestOptions) validate() error {
+	if err := requireFlags([2]string{"--key", o.keyPath}); err != nil {
+		return err
+	}
+	return checkAbsolute("--key", o.keyPath)
+}
+
+func (o *attestOptions) run(_ context.Context, s streams) error {
+	key, err := attest.LoadSigningKey(o.keyPath)
+	if err != nil {
+		return err
+	}
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	a, err := auditAndAttest(st, o.subject, key)
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, struct {
+		OK bool `json:"ok"`
+		*attest.Attestation
+	}{true, a}, fmt.Sprintf("bundle %s\nstatement %s\nkey %s", a.Bundle.Digest, a.Statement.Digest, a.KeyDigest))
+}
+
+// auditAndAttest signs only what the offline audit passes: an attestation states facts, it does
+// not judge them.
+func auditAndAttest(st *store.Store, subject digest.Digest, key *attest.SigningKey) (*attest.Attestation, error) {
+	rep, err := audit.Audit(st, subject)
+	if err != nil {
+		return nil, err
+	}
+	if err := rep.Err(); err != nil {
+		return nil, err
+	}
+	return attest.Attest(st, subject, key, attest.Options{QL3Version: buildinfo.Read().String()})
+}
