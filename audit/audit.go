@@ -114,7 +114,7 @@ var notChecked = []string{
 	"the kubectl binary's bytes: not stored, bound by digest only",
 	"input files' device and inode numbers, the command file's path, and the sizes of the kubeconfig and kubectl: recorded when read, bound by nothing stored",
 	"each kubectl run's descriptor number and private directory name: only their form is checked",
-	"wall-clock times: informative, not verified",
+	"wall-clock times and the writer (which ql3 wrote a record): informative, not verified",
 	"authenticity: nothing in the store is signed; kubectl's stored output is judged only for the verdicts above, and a consistent rewrite of the whole chain by someone who can write the store is not detectable offline",
 	"cross-resource atomicity: a multi-resource apply is not a transaction",
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/buildinfo"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
 )
@@ -238,7 +239,7 @@ func (s *session) publishReceipt(pre, intent evidence.Descriptor, recovered bool
 		Lock: s.lockBinding(), KubeconfigDigest: s.pc.Command.Kubeconfig.Digest, KubectlDigest: s.pc.Command.Kubectl.Digest,
 		ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager, Execs: s.execs, Objects: objects,
 		CrossResourceAtomicity: false, NetworkAccess: true, KubernetesMutation: true,
-		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
+		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()), Writer: buildinfo.Read().Writer(),
 	}
 	if rc.Objects == nil {
 		rc.Objects = []evidence.LiveObject{}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/buildinfo"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/store"
@@ -127,7 +128,7 @@ func (s *session) publishPreflight() (evidence.Descriptor, error) {
 		Kubeconfig: s.kcDesc, Manifest: s.manDesc, LockReport: s.repDesc, Lock: s.lockBinding(),
 		ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager, Execs: s.execs,
 		NetworkAccess: true, KubernetesMutation: false,
-		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
+		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()), Writer: buildinfo.Read().Writer(),
 	}
 	d, _, err := s.st.PutRecord(evidence.MediaTypePreflight, rec)
 	if err != nil {

@@ -231,6 +231,18 @@ type Preflight struct {
 	KubernetesMutation bool          `json:"kubernetesMutation"` // always false
 	StartedAt          string        `json:"startedAt"`
 	FinishedAt         string        `json:"finishedAt"`
+	// Writer is the ql3 that wrote the report; absent in reports written before it was recorded.
+	Writer *Writer `json:"writer,omitempty"`
+}
+
+// Writer identifies the ql3 build that wrote a record, from its build information: informative
+// for an auditor, never part of an identity that idempotence depends on.
+type Writer struct {
+	Module    string `json:"module"`
+	Version   string `json:"version"`
+	Revision  string `json:"revision,omitempty"`
+	Modified  bool   `json:"modified,omitempty"`
+	GoVersion string `json:"goVersion"`
 }
 
 // Intent is written before the first mutation of an apply (qinglong/ql3-apply-intent@v1) and
@@ -283,6 +295,7 @@ type Receipt struct {
 	KubernetesMutation     bool          `json:"kubernetesMutation"`     // always true
 	StartedAt              string        `json:"startedAt"`
 	FinishedAt             string        `json:"finishedAt"`
+	Writer                 *Writer       `json:"writer,omitempty"` // as in Preflight
 }
 
 // Index kinds of the store (index/<kind>/<hex of key>). Each entry holds one canonical

@@ -6,6 +6,8 @@ package buildinfo
 import (
 	"runtime/debug"
 	"strings"
+
+	"github.com/qinglong/ql3/evidence"
 )
 
 // Info identifies a ql3 build.
@@ -58,4 +60,9 @@ func (in Info) String() string {
 	b.WriteString(" ")
 	b.WriteString(in.GoVersion)
 	return b.String()
+}
+
+// Writer is Info as the records carry it.
+func (in Info) Writer() *evidence.Writer {
+	return &evidence.Writer{Module: in.Module, Version: in.Version, Revision: in.Revision, Modified: in.Modified, GoVersion: in.GoVersion}
 }

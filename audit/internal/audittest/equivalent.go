@@ -77,9 +77,10 @@ func normalize(v any, level int) {
 			}
 		}
 	case *evidence.Preflight:
-		r.StartedAt, r.FinishedAt = "", ""
+		// Writer, like the times, is informative: which ql3 wrote the record.
+		r.StartedAt, r.FinishedAt, r.Writer = "", "", nil
 	case *evidence.Receipt:
-		r.StartedAt, r.FinishedAt = "", ""
+		r.StartedAt, r.FinishedAt, r.Writer = "", "", nil
 	case *evidence.Intent:
 		r.CreatedAt = ""
 	case *evidence.Input:
