@@ -23,6 +23,7 @@ func init() {
 				if err != nil {
 					return err
 				}
+				defer st.Close()
 				d, err := evidence.ParseDigest(a[0])
 				if err != nil {
 					return err

@@ -52,6 +52,7 @@ func ceremonyCommand(root *RootOptions, use, want string) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				defer st.Close()
 				rep, err := audit.AuditFor(st, *c.Receipt, cf.Parsed.Target)
 				if err != nil {
 					return err

@@ -45,6 +45,7 @@ func init() {
 				if err != nil {
 					return err
 				}
+				defer s.Close()
 				return o.printResult(cmd.OutOrStdout(), map[string]any{"ok": true, "store": s.Root()}, s.Root())
 			},
 		})
@@ -56,6 +57,7 @@ func init() {
 				if err != nil {
 					return err
 				}
+				defer s.Close()
 				b, err := readInput(a[0])
 				if err != nil {
 					return err
@@ -74,6 +76,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			defer st.Close()
 			d, err := evidence.ParseDigest(s)
 			if err != nil {
 				return nil, err
@@ -116,6 +119,7 @@ func init() {
 				if err != nil {
 					return err
 				}
+				defer s.Close()
 				all := []store.IndexEntry{}
 				var lines []string
 				for _, k := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts} {
@@ -138,6 +142,7 @@ func init() {
 				if err != nil {
 					return err
 				}
+				defer s.Close()
 				r, err := s.Verify()
 				if err != nil {
 					return err
