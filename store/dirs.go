@@ -141,6 +141,9 @@ func retryEINTR(f func() (int, error)) (int, error) {
 func openDir(dirfd int, name, rel string) (heldDir, error) {
 	pfd, err := resolveDir(dirfd, name)
 	if err != nil {
+		if dirfd == unix.AT_FDCWD {
+			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", name)
+		}
 		if errors.Is(err, unix.ELOOP) {
 			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store directory %s is or passes through a symlink", rel)
 		}
