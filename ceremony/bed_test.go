@@ -165,6 +165,7 @@ func (b *bed) unreferencedExecs() []evidence.Exec {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	defer st.Close()
 	rep, err := st.Verify()
 	if err != nil || !rep.OK() {
 		b.t.Fatalf("store verify: %v %+v", err, rep)
@@ -190,6 +191,7 @@ func (b *bed) blob(d evidence.Descriptor) []byte {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	defer st.Close()
 	raw, err := st.GetDescriptor(d)
 	if err != nil {
 		b.t.Fatal(err)
@@ -259,6 +261,7 @@ func (b *bed) checkStore(dir string, scan func(where string, data []byte)) {
 		t.Errorf("open store: %v", err)
 		return
 	}
+	defer st.Close()
 	rep, err := st.Verify()
 	if err != nil || !rep.OK() {
 		t.Errorf("store verify: %v %+v", err, rep)

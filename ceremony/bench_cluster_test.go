@@ -160,7 +160,9 @@ var benchStores int
 func (b *bed) freshApplyCommand(tb testing.TB) string {
 	benchStores++
 	dir := filepath.Join(b.Dir, fmt.Sprintf("store-%d", benchStores))
-	if _, err := store.Init(dir); err != nil {
+	if st, err := store.Init(dir); err != nil {
+		tb.Fatal(err)
+	} else if err := st.Close(); err != nil {
 		tb.Fatal(err)
 	}
 	b.stores = append(b.stores, dir)

@@ -76,6 +76,7 @@ func TestCeremonyHappyPathAndOfflineRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	d, ok, err := st.GetIndex(evidence.IndexReceipts, rc.CommandDigest)
 	if err != nil || !ok || d.Digest != rc.Receipt {
 		t.Fatalf("receipt index: %v %v %v", d, ok, err)
@@ -176,6 +177,7 @@ func TestCeremonyRecoveryAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	rep, err := st.Verify()
 	if err != nil || !rep.OK() || len(rep.Unfinished) != 1 {
 		t.Fatalf("verify after the kill: %v %+v", err, rep)

@@ -83,6 +83,7 @@ func (b *bed) wantFull(err error) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	defer st.Close()
 	rep, err := st.Verify()
 	if err != nil || !rep.OK() {
 		b.t.Fatalf("store verify after a full disk: %v %+v", err, rep)

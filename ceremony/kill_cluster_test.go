@@ -72,6 +72,7 @@ func TestCeremonyKillAtEveryStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer st.Close()
 			if rep, err := st.Verify(); err != nil || !rep.OK() {
 				t.Fatalf("verify after the kill: %v %+v", err, rep.Corruption)
 			}

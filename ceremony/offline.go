@@ -23,7 +23,7 @@ func CheckOffline(pc *ParsedCommand) (*Offline, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = st
+	_ = st.Close()
 	s := &session{pc: pc}
 	if err := s.readFiles(); err != nil {
 		return nil, err

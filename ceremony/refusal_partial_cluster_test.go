@@ -69,6 +69,7 @@ func TestCeremonyApplyRefusedAfterMutation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer st.Close()
 			rep, err := st.Verify()
 			if err != nil || !rep.OK() || len(rep.Unfinished) != 1 {
 				t.Fatalf("verify after the refusal: %v %+v", err, rep)

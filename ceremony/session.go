@@ -382,4 +382,7 @@ func (s *session) close() {
 	if s.exe != nil {
 		_ = s.exe.Close()
 	}
+	if s.st != nil {
+		_ = s.st.Close() // nothing is left to write: every record was committed and synced, or refused
+	}
 }

@@ -113,6 +113,7 @@ func TestCeremonyStandInLostResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	rep, err := st.Verify()
 	if err != nil || !rep.OK() || len(rep.Unfinished) != 1 {
 		t.Fatalf("verify: %v %+v", err, rep)

@@ -2,12 +2,10 @@ package store
 
 import (
 	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -17,6 +15,7 @@ import (
 // index/attestations/<hex of subject>/<hex of bundle> holds the canonical descriptor of the
 // statement record that bundle signs (docs/attestations.md). Its directories are made on first
 // use, 0700 like every store directory, so a store made before attestations existed stays valid.
+// They are opened relative to the held index directory, never by a path.
 
 // AttestationEntry is one attestation of a subject.
 type AttestationEntry struct {
@@ -25,10 +24,56 @@ type AttestationEntry struct {
 	Statement evidence.Descriptor `json:"statement"`
 }
 
+const attestationsRel = "index/" + evidence.IndexAttestations
+
+// attestationDir opens index/attestations/<subject hex> relative to the held index directory,
+// checked like every store directory; with create it makes the missing levels (mkdirat 0700).
+// ok is false when it does not exist and create is false.
+func (s *Store) attestationDir(subject digest.Digest, create bool) (heldDir, bool, error) {
+	parent := s.dirs[dIndex].fd
+	var held heldDir
+	for i, name := range []string{evidence.IndexAttestations, subject.Encoded()} {
+		rel := attestationsRel
+		if i == 1 {
+			rel += "/" + name
+		}
+		if create {
+			if err := unix.Mkdirat(parent, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+				if i == 1 {
+					unix.Close(parent)
+				}
+				return heldDir{fd: -1}, false, refuse.Wrap(CodeStoreIO, err, "create %s", rel)
+			}
+		} else {
+			var st unix.Stat_t
+			if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+				if i == 1 {
+					unix.Close(parent)
+				}
+				return heldDir{fd: -1}, false, nil
+			}
+		}
+		d, err := openDir(parent, name, rel)
+		if i == 1 {
+			unix.Close(parent)
+		}
+		if err != nil {
+			return heldDir{fd: -1}, false, err
+		}
+		held, parent = d, d.fd
+	}
+	return held, true, nil
+}
+
 // PutAttestation records that bundle, which signs the statement record, attests subject. Both
 // objects must already be stored. Recording the same entry again is a no-op; another statement
-// under the same subject and bundle is refused with CodeIndexConflict.
+// under the same subject and bundle is refused with CodeIndexConflict. Like every index entry it
+// is published only while the store path still names the store opened.
 func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence.Descriptor) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
 	for _, d := range []digest.Digest{subject, bundle, statement.Digest} {
 		if _, err := evidence.ParseDigest(string(d)); err != nil {
 			return err
@@ -38,18 +83,17 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(s.root, "index", evidence.IndexAttestations)
-	for _, d := range []string{dir, filepath.Join(dir, subject.Encoded())} {
-		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return refuse.Wrap(CodeStoreIO, err, "create attestation index directory")
-		}
-		if err := checkDir(d, "index/"+evidence.IndexAttestations); err != nil {
-			return err
-		}
+	dir, _, err := s.attestationDir(subject, true)
+	if err != nil {
+		return err
 	}
-	err = s.commit(filepath.Join(dir, subject.Encoded(), bundle.Encoded()), b)
+	defer unix.Close(dir.fd)
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
+	err = s.commitAt(dir.fd, attestationsRel+"/"+subject.Encoded(), bundle.Encoded(), b)
 	if errors.Is(err, errExists) {
-		es, lerr := s.ListAttestations(subject)
+		es, lerr := s.listAttestations(subject)
 		if lerr != nil {
 			return lerr
 		}
@@ -66,60 +110,43 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 // ListAttestations returns every attestation entry of subject, sorted by bundle digest; none
 // when the subject has no attestation. Each entry is held to the rules of GetIndex.
 func (s *Store) ListAttestations(subject digest.Digest) ([]AttestationEntry, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	return s.listAttestations(subject)
+}
+
+func (s *Store) listAttestations(subject digest.Digest) ([]AttestationEntry, error) {
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
 		return nil, err
 	}
-	rel := "index/" + evidence.IndexAttestations
-	dir := filepath.Join(s.root, "index", evidence.IndexAttestations)
-	for _, d := range []string{dir, filepath.Join(dir, subject.Encoded())} {
-		if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
-			return []AttestationEntry{}, nil
-		}
-		if err := checkDir(d, rel); err != nil {
-			return nil, err
-		}
+	dir, ok, err := s.attestationDir(subject, false)
+	if err != nil || !ok {
+		return []AttestationEntry{}, err
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, subject.Encoded()))
+	defer unix.Close(dir.fd)
+	rel := attestationsRel + "/" + subject.Encoded()
+	names, err := listDir(dir.fd, rel)
 	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "list attestations of %s", subject)
+		return nil, err
 	}
 	out := []AttestationEntry{}
-	for _, e := range ents {
-		bundle, err := evidence.ParseDigest("sha256:" + e.Name())
+	for _, name := range names {
+		bundle, err := evidence.ParseDigest("sha256:" + name)
 		if err != nil {
 			return nil, refuse.Wrap(CodeIndexCorrupt, err, "attestation index of %s has a stray entry", subject)
 		}
-		d, err := s.readEntry(filepath.Join(dir, subject.Encoded(), e.Name()), bundle)
+		f, _, err := openObject(dir.fd, name, bundle)
 		if err != nil {
-			return nil, refuse.Wrap(CodeIndexCorrupt, err, "attestation index entry %s/%s", subject.Encoded(), e.Name())
+			return nil, refuse.Wrap(CodeIndexCorrupt, err, "attestation index entry %s/%s", subject.Encoded(), name)
+		}
+		d, err := decodeEntry(f, "attestation index entry "+subject.Encoded()+"/"+name)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, AttestationEntry{Subject: subject, Bundle: bundle, Statement: d})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Bundle < out[j].Bundle })
 	return out, nil
-}
-
-// readEntry reads one index entry under the object file rules and decodes its canonical
-// descriptor.
-func (s *Store) readEntry(p string, name digest.Digest) (evidence.Descriptor, error) {
-	f, _, err := openObject(p, name)
-	if err != nil {
-		return evidence.Descriptor{}, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxIndexEntry+1))
-	f.Close()
-	if err != nil {
-		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, err, "read index entry")
-	}
-	if len(b) > maxIndexEntry {
-		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "index entry is larger than %d bytes", maxIndexEntry)
-	}
-	var d evidence.Descriptor
-	if err := evidence.DecodeStrict(b, &d); err != nil {
-		return evidence.Descriptor{}, err
-	}
-	if c, err := evidence.Canonicalize(b); err != nil || string(c) != string(b) {
-		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "index entry is not canonical")
-	}
-	return d, nil
 }

@@ -29,6 +29,7 @@ func BenchmarkPut(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer closeStore(b, s)
 	data := benchData(0)
 	b.SetBytes(int64(len(data)))
 	i := 0
@@ -46,6 +47,7 @@ func BenchmarkGet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer closeStore(b, s)
 	d, err := s.PutBlob(evidence.MediaTypeOctets, benchData(1))
 	if err != nil {
 		b.Fatal(err)
@@ -75,6 +77,7 @@ func TestCopiedStoreVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer closeStore(t, c)
 	r, err := c.Verify()
 	if err != nil || !r.OK() {
 		t.Fatalf("verify copy: %+v %v", r, err)
@@ -87,6 +90,7 @@ func BenchmarkVerify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer closeStore(b, s)
 	var total int64
 	for i := range 16 {
 		d, err := s.PutBlob(evidence.MediaTypeOctets, benchData(100+i))

@@ -38,6 +38,7 @@ func childPut(root string) int {
 	if err != nil {
 		return 3
 	}
+	defer s.Close()
 	var wg sync.WaitGroup
 	fail := make(chan error, 8)
 	for g := 0; g < 8; g++ {

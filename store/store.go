@@ -9,12 +9,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
-
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -58,40 +59,54 @@ const (
 	marker     = `{"digestAlgorithm":"sha256","schema":"qinglong/ql3-store@v1"}`
 )
 
-var subdirs = []string{"blobs", "blobs/sha256", "index", "index/" + evidence.IndexReceipts,
-	"index/" + evidence.IndexIntents, "index/" + evidence.IndexPreflights, "tmp", "locks"}
+// Store is an opened, validated store. It holds its root and every subdirectory by a descriptor
+// from Open to Close, and does all its i/o relative to those descriptors (docs/store.md,
+// "Descriptors"): the path is resolved once, by Open, and again only to check, before anything
+// is published, that it still names the directory held.
+type Store struct {
+	root string
+	// mu is held shared by every operation and exclusively by Close, so that no operation uses a
+	// descriptor number after Close released it (the kernel reuses the number for the next open).
+	mu     sync.RWMutex
+	closed bool
+	dirs   [nDirs]heldDir
+}
 
-// Store is an opened, validated store.
-type Store struct{ root string }
-
-// Root is the store's absolute path.
+// Root is the store's absolute path, as given to Open.
 func (s *Store) Root() string { return s.root }
+
+// Close releases the store's directory descriptors. Any later operation is refused (STORE_IO);
+// a second Close is a no-op.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := closeDirs(&s.dirs); err != nil {
+		return refuse.Wrap(CodeStoreIO, err, "close store %s", s.root)
+	}
+	return nil
+}
+
+// acquire holds the descriptors for one operation; the caller releases with s.mu.RUnlock.
+func (s *Store) acquire() error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return refuse.New(CodeStoreIO, "store %s is closed", s.root)
+	}
+	return nil
+}
 
 // Init creates the store at root (its parent must exist) or opens an existing valid one.
 func Init(root string) (*Store, error) {
-	if err := checkPath(root); err != nil {
-		return nil, err
-	}
-	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, refuse.Wrap(CodeStoreIO, err, "create store root %s", root)
-	}
-	for _, d := range subdirs {
-		if err := os.Mkdir(filepath.Join(root, d), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, refuse.Wrap(CodeStoreIO, err, "create %s", d)
-		}
-	}
-	s := &Store{root: root}
-	mp := filepath.Join(root, markerName)
-	if _, err := os.Lstat(mp); errors.Is(err, os.ErrNotExist) {
-		if err := s.commit(mp, []byte(marker)); err != nil {
-			return nil, err
-		}
-	}
-	return Open(root)
+	return open(root, true)
 }
 
 func checkPath(root string) error {
-	if !filepath.IsAbs(root) || filepath.Clean(root) != root {
+	if !filepath.IsAbs(root) || filepath.Clean(root) != root || root == "/" || strings.IndexByte(root, 0) >= 0 {
 		return refuse.New(CodeStoreRoot, "store path %q is not absolute and clean", root)
 	}
 	return nil
@@ -99,38 +114,51 @@ func checkPath(root string) error {
 
 // Open validates and opens the store at root.
 func Open(root string) (*Store, error) {
+	return open(root, false)
+}
+
+func open(root string, create bool) (*Store, error) {
 	if err := checkPath(root); err != nil {
 		return nil, err
 	}
-	if r, err := filepath.EvalSymlinks(root); err != nil || r != root {
-		return nil, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", root)
+	dirs, err := openTree(root, create)
+	if err != nil {
+		return nil, err
 	}
-	for _, d := range append([]string{"."}, subdirs...) {
-		if err := checkDir(filepath.Join(root, d), d); err != nil {
-			return nil, err
+	s := &Store{root: root, dirs: dirs}
+	if create {
+		var st unix.Stat_t
+		if err := unix.Fstatat(s.dirs[dRoot].fd, markerName, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+			if err := s.commit(dRoot, markerName, []byte(marker)); err != nil && !errors.Is(err, errExists) {
+				s.Close()
+				return nil, err
+			}
 		}
 	}
-	// A copied store is untrusted: its marker may be a fifo or a symlink to /dev/zero.
-	b, err := input.ReadFile(filepath.Join(root, markerName), int64(len(marker)))
-	if err != nil || string(b) != marker {
-		return nil, refuse.New(CodeStoreMarker, "store marker %s missing or invalid", markerName)
+	if err := s.checkMarker(); err != nil {
+		s.Close()
+		return nil, err
 	}
-	return &Store{root: root}, nil
+	return s, nil
 }
 
-func checkDir(p, name string) error {
+func (s *Store) checkMarker() error {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(s.dirs[dRoot].fd, markerName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	})
+	if err != nil {
+		return refuse.Wrap(CodeStoreMarker, err, "store marker %s missing or invalid", markerName)
+	}
+	defer unix.Close(fd)
+	// A copied store is untrusted: its marker may be a fifo or a device. It is read only as a
+	// regular file, through the one bounded read core.
 	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return refuse.Wrap(CodeStoreRoot, err, "store directory %s", name)
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return refuse.New(CodeStoreMarker, "store marker %s missing or invalid", markerName)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return refuse.New(CodeStoreRoot, "store entry %s is not a directory", name)
-	}
-	if st.Mode&0o7777 != 0o700 {
-		return refuse.New(CodeStoreMode, "store directory %s has mode %04o, want 0700", name, st.Mode&0o7777)
-	}
-	if int(st.Uid) != os.Getuid() {
-		return refuse.New(CodeStoreOwner, "store directory %s is owned by uid %d, not %d", name, st.Uid, os.Getuid())
+	b, err := input.ReadFD(fd, st.Size, int64(len(marker)))
+	if err != nil || string(b) != marker {
+		return refuse.New(CodeStoreMarker, "store marker %s missing or invalid", markerName)
 	}
 	return nil
 }
@@ -138,26 +166,48 @@ func checkDir(p, name string) error {
 // commitHook, when set by tests, runs after the staged file is written and before it is linked.
 var commitHook func()
 
-// commit writes b to final with the no-replace staged-link protocol. It returns errExists with
-// nothing changed when final already exists.
-func (s *Store) commit(final string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Join(s.root, "tmp"), "stage-")
-	if err != nil {
-		return refuse.Wrap(CodeStoreIO, err, "create staging file")
+// commit writes b to name in held directory dir with the no-replace staged-rename protocol. It
+// returns errExists with nothing changed when the name already exists.
+func (s *Store) commit(dir int, name string, b []byte) error {
+	return s.commitAt(s.dirs[dir].fd, layout[dir].rel, name, b)
+}
+
+// commitAt is commit into any directory held by the descriptor dirfd (rel names it in messages).
+func (s *Store) commitAt(dirfd int, rel, name string, b []byte) error {
+	tmp := s.dirs[dTmp].fd
+	var stage string
+	var fd int
+	for try := 0; ; try++ {
+		stage = "stage-" + strconv.FormatUint(rand.Uint64(), 36)
+		var err error
+		fd, err = retryEINTR(func() (int, error) {
+			return unix.Openat(tmp, stage, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EEXIST) || try == 100 {
+			return refuse.Wrap(CodeStoreIO, err, "create staging file")
+		}
 	}
-	name := tmp.Name()
-	defer os.Remove(name)
-	n, err := tmp.Write(b)
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = unix.Unlinkat(tmp, stage, 0)
+		}
+	}()
+	f := os.NewFile(uintptr(fd), stage)
+	n, err := f.Write(b)
 	if err == nil && n != len(b) {
 		err = io.ErrShortWrite
 	}
 	if err == nil {
-		err = tmp.Chmod(ObjectMode)
+		err = f.Chmod(ObjectMode)
 	}
 	if err == nil {
-		err = tmp.Sync()
+		err = f.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -168,47 +218,40 @@ func (s *Store) commit(final string, b []byte) error {
 	}
 	// rename with RENAME_NOREPLACE, not link(2): the committed name never has a second link, so
 	// a concurrent reader never sees link count 2 on a good object.
-	if err := unix.Renameat2(unix.AT_FDCWD, name, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE); err != nil {
+	if err := unix.Renameat2(tmp, stage, dirfd, name, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return errExists
 		}
 		return refuse.Wrap(CodeStoreIO, err, "rename object into place")
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
-		return err
+	renamed = true
+	if err := unix.Fsync(dirfd); err != nil {
+		return refuse.Wrap(CodeStoreIO, err, "fsync %s", rel)
 	}
 	return nil
 }
 
 var errExists = errors.New("store: name exists")
 
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return refuse.Wrap(CodeStoreIO, err, "open directory for fsync")
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return refuse.Wrap(CodeStoreIO, err, "fsync directory")
-	}
-	return nil
-}
-
-func (s *Store) blobPath(d digest.Digest) string {
-	return filepath.Join(s.root, "blobs", "sha256", d.Encoded())
-}
-
 // PutBlob stores b verbatim. Putting existing content is a no-op.
 func (s *Store) PutBlob(mediaType string, b []byte) (evidence.Descriptor, error) {
+	if err := s.acquire(); err != nil {
+		return evidence.Descriptor{}, err
+	}
+	defer s.mu.RUnlock()
+	return s.putBlob(mediaType, b)
+}
+
+func (s *Store) putBlob(mediaType string, b []byte) (evidence.Descriptor, error) {
 	if len(b) > MaxObjectSize {
 		return evidence.Descriptor{}, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(b), MaxObjectSize)
 	}
 	sum := sha256.Sum256(b)
 	d := digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(sum[:]))
 	desc := evidence.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}
-	err := s.commit(s.blobPath(d), b)
+	err := s.commit(dSHA256, d.Encoded(), b)
 	if errors.Is(err, errExists) {
-		if _, gerr := s.Get(d); gerr != nil {
+		if _, gerr := s.get(d); gerr != nil {
 			return evidence.Descriptor{}, gerr
 		}
 		return desc, nil
@@ -216,8 +259,20 @@ func (s *Store) PutBlob(mediaType string, b []byte) (evidence.Descriptor, error)
 	return desc, err
 }
 
+// rootMediaTypes are the records an index entry publishes: writing one is a publication, so it
+// is preceded by the root identity check.
+var rootMediaTypes = map[string]bool{
+	evidence.MediaTypePreflight: true, evidence.MediaTypeIntent: true, evidence.MediaTypeReceipt: true,
+}
+
 // PutRecord stores the canonical bytes of record v under mediaType, whose schema v must carry.
+// A root record (a preflight report, an apply intent, a receipt) is refused with STORE_ROOT_MOVED,
+// and not written, when the store path no longer names the directory Open held.
 func (s *Store) PutRecord(mediaType string, v any) (evidence.Descriptor, []byte, error) {
+	if err := s.acquire(); err != nil {
+		return evidence.Descriptor{}, nil, err
+	}
+	defer s.mu.RUnlock()
 	if _, ok := evidence.RecordSchema(mediaType); !ok {
 		return evidence.Descriptor{}, nil, refuse.New(CodeMediaType, "media type %q is not a record media type", mediaType)
 	}
@@ -229,21 +284,37 @@ func (s *Store) PutRecord(mediaType string, v any) (evidence.Descriptor, []byte,
 	if err := evidence.DecodeRecord(mediaType, b, &probe); err != nil {
 		return evidence.Descriptor{}, nil, err
 	}
-	d, err := s.PutBlob(mediaType, b)
+	if rootMediaTypes[mediaType] {
+		if err := s.checkRoot(); err != nil {
+			return evidence.Descriptor{}, nil, err
+		}
+	}
+	d, err := s.putBlob(mediaType, b)
 	return d, b, err
 }
 
 // Get returns the object named d after checking its file and re-hashing its content.
 func (s *Store) Get(d digest.Digest) ([]byte, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	return s.get(d)
+}
+
+func (s *Store) get(d digest.Digest) ([]byte, error) {
 	if _, err := evidence.ParseDigest(string(d)); err != nil {
 		return nil, err
 	}
-	return readObject(s.blobPath(d), d)
+	return readObject(s.dirs[dSHA256].fd, d)
 }
 
-// openObject opens the object file at p without following a symlink and checks its stat.
-func openObject(p string, d digest.Digest) (*os.File, int64, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+// openObject opens the file name in dirfd without following a symlink and checks its stat as
+// object d's.
+func openObject(dirfd int, name string, d digest.Digest) (*os.File, int64, error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
@@ -253,7 +324,7 @@ func openObject(p string, d digest.Digest) (*os.File, int64, error) {
 		}
 		return nil, 0, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
 	}
-	f := os.NewFile(uintptr(fd), p)
+	f := os.NewFile(uintptr(fd), name)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		f.Close()
@@ -266,8 +337,8 @@ func openObject(p string, d digest.Digest) (*os.File, int64, error) {
 	return f, st.Size, nil
 }
 
-func readObject(p string, d digest.Digest) ([]byte, error) {
-	f, size, err := openObject(p, d)
+func readObject(blobs int, d digest.Digest) ([]byte, error) {
+	f, size, err := openObject(blobs, d.Encoded(), d)
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +364,8 @@ var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &
 
 // checkObject is Get without keeping the bytes: the same file checks, the content streamed
 // through SHA-256 in chunks. It returns the object's size.
-func checkObject(p string, d digest.Digest) (int64, error) {
-	f, size, err := openObject(p, d)
+func checkObject(blobs int, d digest.Digest) (int64, error) {
+	f, size, err := openObject(blobs, d.Encoded(), d)
 	if err != nil {
 		return 0, err
 	}
@@ -335,7 +406,11 @@ func checkObjectStat(st *unix.Stat_t, d digest.Digest) error {
 // GetDescriptor is Get plus the descriptor's size and, for record media types, canonical form
 // and schema.
 func (s *Store) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
-	b, err := s.Get(d.Digest)
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	b, err := s.get(d.Digest)
 	if err != nil {
 		return nil, err
 	}
@@ -362,8 +437,16 @@ func checkKind(kind string) error {
 // maxIndexEntry bounds an index entry: one canonical descriptor is under 300 bytes.
 const maxIndexEntry = 4 << 10
 
-// PutIndex records key -> d under kind, never replacing a different entry.
+// PutIndex records key -> d under kind, never replacing a different entry. An index entry
+// publishes its record, so it is written only after the root identity check (STORE_ROOT_MOVED
+// otherwise), and the check is repeated once it is in place: an entry created while the path
+// was being swapped is removed again and refused, so that a refused publication leaves nothing
+// published in any directory.
 func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
 	if err := checkKind(kind); err != nil {
 		return err
 	}
@@ -374,10 +457,28 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(s.root, "index", kind, key.Encoded())
-	err = s.commit(p, b)
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
+	dir := indexDir(kind)
+	err = s.commit(dir, key.Encoded(), b)
+	if err == nil {
+		if err := s.checkRoot(); err != nil {
+			// The entry is this call's own (RENAME_NOREPLACE succeeded): the only name the store ever
+			// removes once committed, so that the path's new directory and the held one both end
+			// without it.
+			if uerr := unix.Unlinkat(s.dirs[dir].fd, key.Encoded(), 0); uerr != nil {
+				return refuse.Wrap(CodeRootMoved, uerr, "%v; and its index %s entry %s, written in the directory held, could not be removed", err, kind, key)
+			}
+			if serr := unix.Fsync(s.dirs[dir].fd); serr != nil {
+				return refuse.Wrap(CodeRootMoved, serr, "%v; and the removal of its index %s entry %s could not be synced", err, kind, key)
+			}
+			return err
+		}
+		return nil
+	}
 	if errors.Is(err, errExists) {
-		old, ok, gerr := s.GetIndex(kind, key)
+		old, ok, gerr := s.getIndex(kind, key)
 		if gerr != nil {
 			return gerr
 		}
@@ -391,38 +492,52 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 
 // GetIndex returns the descriptor stored under kind/key.
 func (s *Store) GetIndex(kind string, key digest.Digest) (evidence.Descriptor, bool, error) {
+	if err := s.acquire(); err != nil {
+		return evidence.Descriptor{}, false, err
+	}
+	defer s.mu.RUnlock()
+	return s.getIndex(kind, key)
+}
+
+func (s *Store) getIndex(kind string, key digest.Digest) (evidence.Descriptor, bool, error) {
 	if err := checkKind(kind); err != nil {
 		return evidence.Descriptor{}, false, err
 	}
 	if _, err := evidence.ParseDigest(string(key)); err != nil {
 		return evidence.Descriptor{}, false, err
 	}
-	p := filepath.Join(s.root, "index", kind, key.Encoded())
 	// An entry is held to an object's file rules (no symlink, regular, 0400, owner, one link),
 	// so that it cannot be swapped for a file outside the store or another writer's file.
-	f, _, err := openObject(p, key)
+	f, _, err := openObject(s.dirs[indexDir(kind)].fd, key.Encoded(), key)
 	if refuse.CodeOf(err) == CodeObjectNotFound {
 		return evidence.Descriptor{}, false, nil
 	}
 	if err != nil {
 		return evidence.Descriptor{}, false, refuse.Wrap(CodeIndexCorrupt, err, "index %s entry %s", kind, key)
 	}
+	d, err := decodeEntry(f, "index "+kind+" entry "+string(key))
+	return d, err == nil, err
+}
+
+// decodeEntry reads one index entry, opened under the object file rules, and decodes its
+// canonical descriptor; it closes f.
+func decodeEntry(f *os.File, what string) (evidence.Descriptor, error) {
 	b, err := io.ReadAll(io.LimitReader(f, maxIndexEntry+1))
 	f.Close()
 	if err != nil {
-		return evidence.Descriptor{}, false, refuse.Wrap(CodeStoreIO, err, "read index %s entry %s", kind, key)
+		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, err, "read %s", what)
 	}
 	if len(b) > maxIndexEntry {
-		return evidence.Descriptor{}, false, refuse.New(CodeIndexCorrupt, "index %s entry %s is larger than %d bytes", kind, key, maxIndexEntry)
+		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is larger than %d bytes", what, maxIndexEntry)
 	}
 	var d evidence.Descriptor
 	if err := evidence.DecodeStrict(b, &d); err != nil {
-		return evidence.Descriptor{}, false, refuse.Wrap(CodeIndexCorrupt, err, "index %s entry %s", kind, key)
+		return evidence.Descriptor{}, refuse.Wrap(CodeIndexCorrupt, err, "%s", what)
 	}
 	if c, err := evidence.Canonicalize(b); err != nil || !bytes.Equal(c, b) {
-		return evidence.Descriptor{}, false, refuse.New(CodeIndexCorrupt, "index %s entry %s is not canonical", kind, key)
+		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is not canonical", what)
 	}
-	return d, true, nil
+	return d, nil
 }
 
 // IndexEntry is one index pointer.
@@ -434,20 +549,28 @@ type IndexEntry struct {
 
 // ListIndex returns every entry of kind, sorted by key.
 func (s *Store) ListIndex(kind string) ([]IndexEntry, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	return s.listIndex(kind)
+}
+
+func (s *Store) listIndex(kind string) ([]IndexEntry, error) {
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(filepath.Join(s.root, "index", kind))
+	names, err := listDir(s.dirs[indexDir(kind)].fd, "index/"+kind)
 	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "list index %s", kind)
+		return nil, err
 	}
 	var out []IndexEntry
-	for _, e := range ents {
-		key, err := evidence.ParseDigest("sha256:" + e.Name())
+	for _, name := range names {
+		key, err := evidence.ParseDigest("sha256:" + name)
 		if err != nil {
 			return nil, refuse.Wrap(CodeIndexCorrupt, err, "index %s has a stray entry", kind)
 		}
-		d, _, err := s.GetIndex(kind, key)
+		d, _, err := s.getIndex(kind, key)
 		if err != nil {
 			return nil, err
 		}
@@ -461,11 +584,17 @@ func (s *Store) Lock(ctx context.Context, name digest.Digest) (func() error, err
 	if _, err := evidence.ParseDigest(string(name)); err != nil {
 		return nil, err
 	}
-	p := filepath.Join(s.root, "locks", name.Encoded()+".lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(s.dirs[dLocks].fd, name.Encoded()+".lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	})
+	s.mu.RUnlock() // the lock file's own descriptor carries the lock from here
 	if err != nil {
 		return nil, refuse.Wrap(CodeStoreIO, err, "open lock file")
 	}
+	f := os.NewFile(uintptr(fd), name.Encoded()+".lock")
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {

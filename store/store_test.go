@@ -25,7 +25,20 @@ func newStore(t *testing.T) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { closeStore(t, s) })
 	return s
+}
+
+func closeStore(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Errorf("close store: %v", err)
+	}
+}
+
+// blobPath is where object d lives in the store at s.Root(), for tests that damage it by path.
+func blobPath(s *Store, d digest.Digest) string {
+	return filepath.Join(s.Root(), "blobs", "sha256", d.Encoded())
 }
 
 func TestPutGetIdempotent(t *testing.T) {
@@ -41,9 +54,11 @@ func TestPutGetIdempotent(t *testing.T) {
 	if err != nil || string(b) != "hello" {
 		t.Fatalf("get: %q %v", b, err)
 	}
-	if _, err := Init(s.Root()); err != nil {
+	again, err := Init(s.Root())
+	if err != nil {
 		t.Fatalf("re-init: %v", err)
 	}
+	closeStore(t, again)
 	d.Size++
 	if _, err := s.GetDescriptor(d); refuse.CodeOf(err) != CodeObjectSize {
 		t.Fatalf("size: %v", err)
@@ -91,7 +106,7 @@ func TestObjectViolations(t *testing.T) {
 			if err := s.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
 				t.Fatal(err)
 			}
-			if err := v.break_(s.blobPath(d.Digest)); err != nil {
+			if err := v.break_(blobPath(s, d.Digest)); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.Get(d.Digest); refuse.CodeOf(err) != v.code {
@@ -135,7 +150,10 @@ func TestOpenRefusals(t *testing.T) {
 			if err := v.damage(s.Root()); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Open(s.Root()); refuse.CodeOf(err) != v.code {
+			if o, err := Open(s.Root()); refuse.CodeOf(err) != v.code {
+				if o != nil {
+					o.Close()
+				}
 				t.Fatalf("got %v, want %s", err, v.code)
 			}
 		})

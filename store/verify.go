@@ -1,8 +1,6 @@
 package store
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/opencontainers/go-digest"
@@ -53,32 +51,34 @@ func (r *Report) bad(path string, err error) {
 
 // Verify checks every object and index entry and keeps going after a finding.
 func (s *Store) Verify() (*Report, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
 	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{},
 		Unfinished: []IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []Finding{}, Hints: []Finding{}}
 	good := map[digest.Digest]int64{} // intact objects and their sizes
-	blobs := filepath.Join(s.root, "blobs")
-	ents, err := os.ReadDir(blobs)
+	names, err := listDir(s.dirs[dBlobs].fd, "blobs")
 	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "list blobs")
+		return nil, err
 	}
-	for _, e := range ents {
-		if e.Name() != "sha256" {
-			r.bad("blobs/"+e.Name(), refuse.New(CodeStrayFile, "stray entry in blobs/"))
+	for _, name := range names {
+		if name != "sha256" {
+			r.bad("blobs/"+name, refuse.New(CodeStrayFile, "stray entry in blobs/"))
 		}
 	}
-	ents, err = os.ReadDir(filepath.Join(blobs, "sha256"))
-	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "list blobs/sha256")
+	if names, err = listDir(s.dirs[dSHA256].fd, "blobs/sha256"); err != nil {
+		return nil, err
 	}
-	for _, e := range ents {
-		rel := "blobs/sha256/" + e.Name()
-		d, err := evidence.ParseDigest("sha256:" + e.Name())
+	for _, name := range names {
+		rel := "blobs/sha256/" + name
+		d, err := evidence.ParseDigest("sha256:" + name)
 		if err != nil {
 			r.bad(rel, refuse.New(CodeStrayFile, "stray entry in blobs/sha256/"))
 			continue
 		}
 		r.Objects++
-		size, err := checkObject(s.blobPath(d), d)
+		size, err := checkObject(s.dirs[dSHA256].fd, d)
 		if err != nil {
 			r.bad(rel, err)
 			continue
@@ -86,9 +86,9 @@ func (s *Store) Verify() (*Report, error) {
 		good[d] = size
 		r.Bytes += size
 	}
-	if ents, err := os.ReadDir(filepath.Join(s.root, "tmp")); err == nil {
-		for _, e := range ents {
-			r.Hints = append(r.Hints, Finding{Code: CodeStagingLeftover, Path: "tmp/" + e.Name(), Msg: "staging leftover"})
+	if names, err := listDir(s.dirs[dTmp].fd, "tmp"); err == nil {
+		for _, name := range names {
+			r.Hints = append(r.Hints, Finding{Code: CodeStagingLeftover, Path: "tmp/" + name, Msg: "staging leftover"})
 		}
 	}
 	reached := map[digest.Digest]bool{}
@@ -96,7 +96,7 @@ func (s *Store) Verify() (*Report, error) {
 	walk = func(d evidence.Descriptor, from string) {
 		size, ok := good[d.Digest]
 		if !ok {
-			if _, bad := s.Get(d.Digest); refuse.CodeOf(bad) == CodeObjectNotFound {
+			if _, bad := s.get(d.Digest); refuse.CodeOf(bad) == CodeObjectNotFound {
 				r.bad(from, refuse.New(CodeDanglingRef, "descriptor names missing object %s", d.Digest))
 			}
 			return
@@ -113,7 +113,7 @@ func (s *Store) Verify() (*Report, error) {
 			return
 		}
 		// Records are small: read (and re-hash) again rather than keep every object in memory.
-		b, err := s.Get(d.Digest)
+		b, err := s.get(d.Digest)
 		if err != nil {
 			r.bad(from, err)
 			return
@@ -134,7 +134,7 @@ func (s *Store) Verify() (*Report, error) {
 	}
 	receipts := map[digest.Digest]bool{}
 	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights} {
-		es, err := s.ListIndex(kind)
+		es, err := s.listIndex(kind)
 		if err != nil {
 			r.bad("index/"+kind, err)
 			continue

@@ -63,6 +63,7 @@ func (o *attestOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	a, err := auditAndAttest(st, o.subject, key)
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	rep, err := audit.Audit(st, o.subject)
 	if err != nil {
 		return err

@@ -103,6 +103,7 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 		if err != nil {
 			return err
 		}
+		defer st.Close()
 		rep, err := audit.AuditFor(st, *c.Receipt, cf.Parsed.Target)
 		if err != nil {
 			return err

@@ -66,6 +66,7 @@ func (o *storeInitOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	return o.root.printResult(s.out, struct {
 		OK    bool   `json:"ok"`
 		Store string `json:"store"`
@@ -97,6 +98,7 @@ func (o *storePutOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	b, err := readInput(o.name)
 	if err != nil {
 		return err
@@ -147,6 +149,7 @@ func (o *storeGetOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	b, err := st.Get(o.d)
 	if err != nil {
 		return err
@@ -190,6 +193,7 @@ func (o *storeLsOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	all := []store.IndexEntry{}
 	var lines []string
 	for _, k := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts} {
@@ -231,6 +235,7 @@ func (o *storeVerifyOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	r, err := st.Verify()
 	if err != nil {
 		return err

@@ -84,7 +84,9 @@ func NewRelease(t testing.TB, c *testcluster.Cluster, opts ReleaseOptions) *Rele
 	WritePrivate(t, man, rel.Manifest)
 	WritePrivate(t, rep, rel.Report)
 	WritePrivate(t, kcp, kc)
-	if _, err := store.Init(r.Store); err != nil {
+	if st, err := store.Init(r.Store); err != nil {
+		t.Fatal(err)
+	} else if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -64,6 +64,7 @@ func Audit(t testing.TB, root string, subject digest.Digest) *audit.Report {
 	if err != nil {
 		t.Fatalf("audittest: open store: %v", err)
 	}
+	defer st.Close()
 	rep, err := audit.Audit(st, subject)
 	if err != nil {
 		t.Fatalf("audittest: audit %s: %v", subject, err)

@@ -145,13 +145,18 @@ func BlobPath(root string, d digest.Digest) string {
 	return filepath.Join(root, "blobs", "sha256", d.Encoded())
 }
 
-// Open opens the store at root.
+// Open opens the store at root; it is closed when the test ends.
 func Open(t testing.TB, root string) *store.Store {
 	t.Helper()
 	st, err := store.Open(root)
 	if err != nil {
 		t.Fatalf("audittest: open store %s: %v", root, err)
 	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("audittest: close store %s: %v", root, err)
+		}
+	})
 	return st
 }
 

@@ -1,0 +1,293 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+)
+
+// CodeRootMoved is raised before a root record (a preflight report, an apply intent, a receipt)
+// or an index entry is published when the store path no longer names the directory Open held,
+// or a held subdirectory is no longer linked at its name: the path was swapped for a symlink,
+// renamed or replaced while the command ran.
+const CodeRootMoved refuse.Code = "STORE_ROOT_MOVED"
+
+// The directories a Store holds, by index into Store.dirs. Parents come before their children.
+const (
+	dRoot = iota
+	dBlobs
+	dSHA256
+	dIndex
+	dReceipts
+	dIntents
+	dPreflights
+	dTmp
+	dLocks
+	nDirs
+)
+
+// layout names each held directory (its path in the store, for messages) and where it hangs.
+var layout = [nDirs]struct {
+	rel    string // path relative to the root
+	parent int    // index of the parent directory; -1 for the root
+}{
+	dRoot:       {".", -1},
+	dBlobs:      {"blobs", dRoot},
+	dSHA256:     {"blobs/sha256", dBlobs},
+	dIndex:      {"index", dRoot},
+	dReceipts:   {"index/" + evidence.IndexReceipts, dIndex},
+	dIntents:    {"index/" + evidence.IndexIntents, dIndex},
+	dPreflights: {"index/" + evidence.IndexPreflights, dIndex},
+	dTmp:        {"tmp", dRoot},
+	dLocks:      {"locks", dRoot},
+}
+
+func indexDir(kind string) int {
+	switch kind {
+	case evidence.IndexReceipts:
+		return dReceipts
+	case evidence.IndexIntents:
+		return dIntents
+	}
+	return dPreflights
+}
+
+// heldDir is one directory held open for the Store's lifetime.
+type heldDir struct {
+	fd       int // O_RDONLY|O_DIRECTORY: a dirfd for *at calls, fsync and listing
+	dev, ino uint64
+}
+
+// Test hooks. Production code never changes them.
+var (
+	useOpenat2 = true         // false makes tests exercise the O_NOFOLLOW walk
+	openat2    = unix.Openat2 // tests make it fail as an old kernel would
+)
+
+// openat2Missing is set once openat2 turns out to be unavailable, so the walk is used from then on.
+var openat2Missing atomic.Bool
+
+// pathFlags open a directory for lookups only: O_PATH needs search permission, not read, so a
+// directory of the wrong mode or owner is refused by its check rather than by EACCES.
+const pathFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
+
+// resolveDir opens name relative to dirfd (AT_FDCWD with an absolute name for the root) with
+// O_PATH, following no symlink in any component: openat2(RESOLVE_NO_SYMLINKS), or where openat2
+// is missing (before Linux 5.6, or a seccomp filter that does not know it) a walk that opens one
+// component at a time with O_NOFOLLOW relative to its parent's descriptor.
+func resolveDir(dirfd int, name string) (int, error) {
+	if useOpenat2 && !openat2Missing.Load() {
+		fd, err := retryEINTR(func() (int, error) {
+			return openat2(dirfd, name, &unix.OpenHow{Flags: pathFlags, Resolve: unix.RESOLVE_NO_SYMLINKS})
+		})
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+			return fd, err
+		}
+		openat2Missing.Store(true)
+	}
+	return walk(dirfd, name)
+}
+
+// walk is resolveDir without openat2. With O_PATH|O_NOFOLLOW|O_DIRECTORY a symlink component
+// fails with ENOTDIR; fstatat tells it apart from a component that is a file, so both resolvers
+// report a symlink as ELOOP.
+func walk(dirfd int, name string) (int, error) {
+	start, rest := ".", name
+	if strings.HasPrefix(name, "/") {
+		start, rest = "/", name[1:]
+	}
+	fd, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, start, pathFlags, 0) })
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(rest, "/") {
+		if c == "" {
+			continue
+		}
+		next, err := retryEINTR(func() (int, error) { return unix.Openat(fd, c, pathFlags|unix.O_NOFOLLOW, 0) })
+		if err != nil {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
+			unix.Close(fd)
+			return -1, err
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	return fd, nil
+}
+
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		fd, err := f()
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// openDir resolves name relative to dirfd without following a symlink, checks the directory
+// (type, mode 0700, owner) on the resolved descriptor and reopens that very inode for reading.
+func openDir(dirfd int, name, rel string) (heldDir, error) {
+	pfd, err := resolveDir(dirfd, name)
+	if err != nil {
+		if dirfd == unix.AT_FDCWD {
+			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", name)
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store directory %s is or passes through a symlink", rel)
+		}
+		return heldDir{fd: -1}, refuse.Wrap(CodeStoreRoot, err, "store directory %s", rel)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return heldDir{fd: -1}, refuse.Wrap(CodeStoreIO, err, "stat store directory %s", rel)
+	}
+	if err := checkDir(&st, rel); err != nil {
+		return heldDir{fd: -1}, err
+	}
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return heldDir{fd: -1}, refuse.Wrap(CodeStoreIO, err, "open store directory %s", rel)
+	}
+	return heldDir{fd: fd, dev: uint64(st.Dev), ino: st.Ino}, nil
+}
+
+func checkDir(st *unix.Stat_t, name string) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return refuse.New(CodeStoreRoot, "store entry %s is not a directory", name)
+	}
+	if st.Mode&0o7777 != 0o700 {
+		return refuse.New(CodeStoreMode, "store directory %s has mode %04o, want 0700", name, st.Mode&0o7777)
+	}
+	if int(st.Uid) != os.Getuid() {
+		return refuse.New(CodeStoreOwner, "store directory %s is owned by uid %d, not %d", name, st.Uid, os.Getuid())
+	}
+	return nil
+}
+
+// openTree opens the root and every subdirectory of the layout, each relative to its parent's
+// held descriptor. With create it first makes each missing one (mkdirat, mode 0700), the root
+// relative to its parent directory, itself resolved without following a symlink.
+func openTree(root string, create bool) (dirs [nDirs]heldDir, err error) {
+	for i := range dirs {
+		dirs[i].fd = -1
+	}
+	defer func() {
+		if err != nil {
+			closeDirs(&dirs)
+		}
+	}()
+	for i, l := range layout {
+		if i == dRoot {
+			if dirs[i], err = openRoot(root, create); err != nil {
+				return dirs, err
+			}
+			continue
+		}
+		pfd, base := dirs[l.parent].fd, filepath.Base(l.rel)
+		if create {
+			if err := unix.Mkdirat(pfd, base, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+				return dirs, refuse.Wrap(CodeStoreIO, err, "create %s", l.rel)
+			}
+		}
+		if dirs[i], err = openDir(pfd, base, l.rel); err != nil {
+			return dirs, err
+		}
+	}
+	return dirs, nil
+}
+
+func openRoot(root string, create bool) (heldDir, error) {
+	if !create {
+		return openDir(unix.AT_FDCWD, root, root)
+	}
+	parent := filepath.Dir(root)
+	pfd, err := resolveDir(unix.AT_FDCWD, parent)
+	if err != nil {
+		return heldDir{fd: -1}, refuse.Wrap(CodeStoreRoot, err, "the parent directory of store %s is missing or has a symlink component", root)
+	}
+	defer unix.Close(pfd)
+	if err := unix.Mkdirat(pfd, filepath.Base(root), 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return heldDir{fd: -1}, refuse.Wrap(CodeStoreIO, err, "create store root %s", root)
+	}
+	return openDir(pfd, filepath.Base(root), root)
+}
+
+func closeDirs(dirs *[nDirs]heldDir) error {
+	var first error
+	for i := range dirs {
+		if dirs[i].fd >= 0 {
+			if err := unix.Close(dirs[i].fd); err != nil && first == nil {
+				first = err
+			}
+			dirs[i].fd = -1
+		}
+	}
+	return first
+}
+
+// checkRoot is the identity check before anything is published: the store path, resolved again
+// without following a symlink, must still be the root directory Open held (same device and
+// inode), and every held subdirectory must still be linked at its name in its held parent. A
+// store path swapped for a symlink (to another store, or to this very directory after a rename),
+// renamed away or replaced fails it.
+func (s *Store) checkRoot() error {
+	fd, err := resolveDir(unix.AT_FDCWD, s.root)
+	if err != nil {
+		return refuse.Wrap(CodeRootMoved, err, "store path %s no longer resolves without a symlink to the directory opened", s.root).
+			WithHint("the store directory was moved or swapped for a link while the command ran; nothing was published")
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	unix.Close(fd)
+	if err != nil {
+		return refuse.Wrap(CodeStoreIO, err, "stat store root %s", s.root)
+	}
+	if r := s.dirs[dRoot]; uint64(st.Dev) != r.dev || st.Ino != r.ino {
+		return refuse.New(CodeRootMoved, "store path %s now names directory %d:%d, not the %d:%d opened", s.root, st.Dev, st.Ino, r.dev, r.ino).
+			WithHint("the store directory was moved or replaced while the command ran; nothing was published")
+	}
+	for i := dRoot + 1; i < nDirs; i++ {
+		l, d := layout[i], s.dirs[i]
+		if err := unix.Fstatat(s.dirs[l.parent].fd, filepath.Base(l.rel), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil ||
+			uint64(st.Dev) != d.dev || st.Ino != d.ino {
+			return refuse.New(CodeRootMoved, "store directory %s is no longer the one opened", l.rel).
+				WithHint("a store directory was moved or replaced while the command ran; nothing was published")
+		}
+	}
+	return nil
+}
+
+// listDir returns the sorted names in the held directory dirfd. It reads through a fresh
+// descriptor of the same inode ("." relative to dirfd): a directory's read offset belongs to the
+// open file, and the held one is shared by concurrent calls.
+func listDir(dirfd int, rel string) ([]string, error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, refuse.Wrap(CodeStoreIO, err, "open %s for listing", rel)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, refuse.Wrap(CodeStoreIO, err, "list %s", rel)
+	}
+	sort.Strings(names)
+	return names, nil
+}
