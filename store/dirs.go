@@ -142,7 +142,12 @@ func openDir(dirfd int, name, rel string) (heldDir, error) {
 	pfd, err := resolveDir(dirfd, name)
 	if err != nil {
 		if dirfd == unix.AT_FDCWD {
-			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", name)
+			if errors.Is(err, unix.ENOENT) {
+				return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store %s does not exist", name).
+					WithHint("create it with: ql3 store init %s", name)
+			}
+			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", name).
+				WithHint("name the store by its canonical path (realpath), with no symbolic link in it")
 		}
 		if errors.Is(err, unix.ELOOP) {
 			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store directory %s is or passes through a symlink", rel)
@@ -171,7 +176,8 @@ func checkDir(st *unix.Stat_t, name string) error {
 		return refuse.New(CodeStoreRoot, "store entry %s is not a directory", name)
 	}
 	if st.Mode&0o7777 != 0o700 {
-		return refuse.New(CodeStoreMode, "store directory %s has mode %04o, want 0700", name, st.Mode&0o7777)
+		return refuse.New(CodeStoreMode, "store directory %s has mode %04o, want 0700", name, st.Mode&0o7777).
+			WithHint("chmod 700 %s, if the store is yours and nobody else could have changed it", name)
 	}
 	if int(st.Uid) != os.Getuid() {
 		return refuse.New(CodeStoreOwner, "store directory %s is owned by uid %d, not %d", name, st.Uid, os.Getuid())
@@ -204,7 +210,7 @@ func openTree(root string, create bool) (dirs [nDirs]heldDir, err error) {
 				return dirs, refuse.Wrap(CodeStoreIO, err, "create %s", l.rel)
 			}
 		}
-		if dirs[i], err = openDir(pfd, base, l.rel); err != nil {
+		if dirs[i], err = openDir(pfd, base, filepath.Join(root, l.rel)); err != nil {
 			return dirs, err
 		}
 	}

@@ -146,8 +146,8 @@ func (s *Store) checkMarker() error {
 	fd, err := retryEINTR(func() (int, error) {
 		return unix.Openat(s.dirs[dRoot].fd, markerName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	})
-	if err != nil {
-		return refuse.Wrap(CodeStoreMarker, err, "store marker %s missing or invalid", markerName)
+	if err != nil { // missing, a symlink (O_NOFOLLOW), unreadable: one refusal for them all
+		return refuse.New(CodeStoreMarker, "store marker %s missing or invalid", markerName)
 	}
 	defer unix.Close(fd)
 	// A copied store is untrusted: its marker may be a fifo or a device. It is read only as a
