@@ -1,9 +1,11 @@
 package store
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -38,8 +40,11 @@ type Report struct {
 	// may have mutated the cluster without publishing a receipt; rerunning it recovers.
 	Unfinished   []IndexEntry    `json:"unfinished"`
 	Unreferenced []digest.Digest `json:"unreferenced"`
-	Corruption   []Finding       `json:"corruption"`
-	Hints        []Finding       `json:"hints"`
+	// Attestations counts the entries of the attestation index; their bundles and statements are
+	// reached from it like the records the other indexes publish.
+	Attestations int       `json:"attestations"`
+	Corruption   []Finding `json:"corruption"`
+	Hints        []Finding `json:"hints"`
 }
 
 // OK is true iff Verify found no corruption.
@@ -152,6 +157,7 @@ func (s *Store) Verify() (*Report, error) {
 			}
 		}
 	}
+	s.verifyAttestations(r, walk, good)
 	for _, e := range r.Intents {
 		if !receipts[e.Key] {
 			r.Unfinished = append(r.Unfinished, e)
@@ -170,4 +176,44 @@ func (s *Store) Verify() (*Report, error) {
 			Msg: "unreferenced object: no published record reaches it (evidence of a refused or interrupted run)"})
 	}
 	return r, nil
+}
+
+// verifyAttestations walks index/attestations/<subject>/<bundle>: every entry is read under the
+// index rules, and its bundle and statement are reached from it, so that signed evidence is never
+// reported as unreferenced.
+func (s *Store) verifyAttestations(r *Report, walk func(evidence.Descriptor, string), good map[digest.Digest]int64) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.dirs[dIndex].fd, evidence.IndexAttestations, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return
+	}
+	dir, err := openDir(s.dirs[dIndex].fd, evidence.IndexAttestations, attestationsRel)
+	if err != nil {
+		r.bad(attestationsRel, err)
+		return
+	}
+	subjects, err := listDir(dir.fd, attestationsRel)
+	unix.Close(dir.fd)
+	if err != nil {
+		r.bad(attestationsRel, err)
+		return
+	}
+	for _, name := range subjects {
+		rel := attestationsRel + "/" + name
+		subject, err := evidence.ParseDigest("sha256:" + name)
+		if err != nil {
+			r.bad(rel, refuse.New(CodeStrayFile, "stray entry in %s/", attestationsRel))
+			continue
+		}
+		es, err := s.listAttestations(subject)
+		if err != nil {
+			r.bad(rel, err)
+			continue
+		}
+		for _, e := range es {
+			from := rel + "/" + e.Bundle.Encoded()
+			r.Attestations++
+			walk(evidence.Descriptor{MediaType: evidence.MediaTypeSigstoreBundle, Digest: e.Bundle, Size: good[e.Bundle]}, from)
+			walk(e.Statement, from)
+		}
+	}
 }
