@@ -36,8 +36,10 @@ func closureOf(t testing.TB, fx *audittest.Fixture) ([]evidence.Descriptor, [][]
 // and audits. Properties: no panic; the report's invariants; the audit passes only if the
 // mutation is a record equal to the original but for what docs/audit.md lists as not checked
 // (times, input file identities, the kubeconfig summary's redacted facts, a run's descriptor
-// number and directory name) or a stored kubectl output (judged by its verdicts, not
-// authenticated); and a record that differs from the original in its times alone passes.
+// number and directory name in their canonical form) or a stored kubectl output (judged by its
+// verdicts, not authenticated); and a record that differs from the original in its informative
+// times alone passes (an exec record's startedAt and finishedAt are not among them: they must keep
+// the chain in order).
 func FuzzAuditMutatedRecord(f *testing.F) {
 	fx := committed(f)
 	objs, originals := closureOf(f, fx)
