@@ -113,8 +113,8 @@ var notChecked = []string{
 	"the kubeconfig's bytes: never stored, bound by digest only; so are its summary's cluster, server, user and CA digest (the auth kind only as a known kind)",
 	"the kubectl binary's bytes: not stored, bound by digest only",
 	"input files' device and inode numbers, the command file's path, and the sizes of the kubeconfig and kubectl: recorded when read, bound by nothing stored",
-	"each kubectl run's descriptor number and private directory name: only their form is checked",
-	"wall-clock times and the writer (which ql3 wrote a record): informative, not verified",
+	"each kubectl run's descriptor number and private directory name: only their form, and that no two runs of the chain share a directory, are checked",
+	"wall-clock times and the writer (which ql3 wrote a record): informative, not verified; only the exec records' times are checked, for their form and their order along the chain",
 	"authenticity: nothing in the store is signed; kubectl's stored output is judged only for the verdicts above, and a consistent rewrite of the whole chain by someone who can write the store is not detectable offline",
 	"cross-resource atomicity: a multi-resource apply is not a transaction",
 }

@@ -13,6 +13,7 @@ import (
 
 // execRun is one loaded exec record and its stored output.
 type execRun struct {
+	desc   evidence.Descriptor
 	rec    evidence.Exec
 	stdout []byte
 }
@@ -32,7 +33,7 @@ func (a *auditor) execsCheck(r *run) ([]execRun, bool) {
 			}
 			runs = append(runs, er)
 		}
-		return fmt.Sprintf("%s: pinned kubectl, fixed argv and environment, stdin and byte counts bound, exit 0", strings.Join(r.steps, ", ")), nil
+		return fmt.Sprintf("%s: pinned kubectl, fixed argv in canonical form and environment, stdin and byte counts bound, exit 0", strings.Join(r.steps, ", ")), nil
 	})
 	if !ok {
 		return nil, false
@@ -49,6 +50,9 @@ func (a *auditor) execRecord(r *run, d evidence.Descriptor, step string, i int) 
 		return execRun{}, refuse.New(CodeExecSequence, "exec %d is step %q where %q is required", i, e.Step, step)
 	}
 	if err := kubectl.CheckInvocation(step, r.pc.Command.Kubeconfig.Context, e.Argv, e.Env); err != nil {
+		return execRun{}, refuse.Wrap(refuse.CodeOf(err), err, "exec %d (%s)", i, step)
+	}
+	if err := checkArgvForm(e.Argv); err != nil {
 		return execRun{}, refuse.Wrap(refuse.CodeOf(err), err, "exec %d (%s)", i, step)
 	}
 	if e.KubectlDigest != r.pc.Command.Kubectl.Digest {
@@ -71,7 +75,7 @@ func (a *auditor) execRecord(r *run, d evidence.Descriptor, step string, i int) 
 	if e.ExitCode != 0 {
 		return execRun{}, refuse.New(CodeExecExit, "exec %d (%s) exited %d", i, step, e.ExitCode)
 	}
-	return execRun{rec: e, stdout: out}, nil
+	return execRun{desc: d, rec: e, stdout: out}, nil
 }
 
 // verdicts re-derives each step's verdict from its stored stdout with the ceremony's readers.

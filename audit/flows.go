@@ -27,7 +27,9 @@ func (a *auditor) preflightRoot(root evidence.Descriptor) {
 		return
 	}
 	r := preflightRun(&p, "")
-	a.runChecks(r)
+	if runs := a.runChecks(r); runs != nil {
+		a.chainChecks([]chainPart{{"", runs}})
+	}
 	a.published("published", evidence.IndexPreflights, root, root)
 }
 
@@ -87,17 +89,35 @@ func (a *auditor) receipt(root evidence.Descriptor) {
 		}
 		return "receipt names the pinned kubectl and kubeconfig", nil
 	})
-	a.preflightLink(r, &rc)
-	a.intentLink(r, &rc)
+	preflightRuns, preflightOK := a.preflightLink(r, &rc)
+	intentRuns, intentLoaded, intentOK := a.intentLink(r, &rc)
+	// The chain's checks need every exec record of it loaded and in shape; when one is not, a
+	// check before has failed already.
+	if runs != nil && preflightRuns != nil && intentOK {
+		parts := []chainPart{{"preflight.", preflightRuns}}
+		if rc.Recovered {
+			parts = append(parts, chainPart{"intent.", intentRuns})
+		}
+		a.chainChecks(append(parts, chainPart{"", runs}))
+	}
 	if runs != nil {
 		a.convergenceCheck(r, runs, rc.Objects)
 	}
+	// The index checks run last, so that a forgery the index does not name is reported by its
+	// own finding first.
 	a.published("published", evidence.IndexReceipts, evidence.Descriptor{Digest: r.pc.Digest}, root)
+	if preflightOK {
+		a.published("preflight.published", evidence.IndexPreflights, rc.Preflight, rc.Preflight)
+	}
+	if intentLoaded {
+		a.published("intent.published", evidence.IndexIntents, evidence.Descriptor{Digest: r.pc.Digest}, rc.Intent)
+	}
 }
 
 // preflightLink checks that the receipt's preflight is the one its command consumed, that it
-// binds the same target, and audits that preflight in full.
-func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) {
+// binds the same target, and audits that preflight in full. It returns the preflight's exec
+// runs (nil when they could not all be established) and whether the preflight was loaded.
+func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) ([]execRun, bool) {
 	var p evidence.Preflight
 	if !a.check("preflight", func() (string, error) {
 		if r.pc.Command.Preflight == nil || *r.pc.Command.Preflight != rc.Preflight.Digest {
@@ -112,17 +132,16 @@ func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) {
 		}
 		return detail, nil
 	}) {
-		return
+		return nil, false
 	}
-	pr := preflightRun(&p, "preflight.")
-	a.runChecks(pr)
-	a.published("preflight.published", evidence.IndexPreflights, rc.Preflight, rc.Preflight)
+	return a.runChecks(preflightRun(&p, "preflight.")), true
 }
 
 // intentLink checks the apply intent: it binds this command, preflight, target and cluster, and
 // its identity read and dry-run are this run's (or, in a recovery, an earlier attempt's, audited
-// the same way).
-func (a *auditor) intentLink(r *run, rc *evidence.Receipt) {
+// the same way). It returns the earlier attempt's exec runs of a recovery, whether the intent was
+// loaded and bound, and whether, in a recovery, those runs were established too.
+func (a *auditor) intentLink(r *run, rc *evidence.Receipt) (runs []execRun, loaded, ok bool) {
 	var in evidence.Intent
 	if !a.check("intent", func() (string, error) {
 		if err := a.load(rc.Intent, evidence.MediaTypeIntent, &in); err != nil {
@@ -144,14 +163,15 @@ func (a *auditor) intentLink(r *run, rc *evidence.Receipt) {
 		}
 		return fmt.Sprintf("intent %s written before the mutation (recovered %v)", rc.Intent.Digest, rc.Recovered), nil
 	}) {
-		return
+		return nil, false, false
 	}
-	if rc.Recovered {
-		ir := *r
-		ir.prefix, ir.execs, ir.steps, ir.clusterUID = "intent.", in.Execs, preflightSteps, in.ClusterUID
-		a.execsCheck(&ir)
+	if !rc.Recovered {
+		return nil, true, true
 	}
-	a.published("intent.published", evidence.IndexIntents, evidence.Descriptor{Digest: r.pc.Digest}, rc.Intent)
+	ir := *r
+	ir.prefix, ir.execs, ir.steps, ir.clusterUID = "intent.", in.Execs, preflightSteps, in.ClusterUID
+	runs, _ = a.execsCheck(&ir)
+	return runs, true, runs != nil
 }
 
 // published checks that the store's index names want under key: the ceremony writes the index

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,8 +36,10 @@ func closureOf(t testing.TB, fx *audittest.Fixture) ([]evidence.Descriptor, [][]
 // and audits. Properties: no panic; the report's invariants; the audit passes only if the
 // mutation is a record equal to the original but for what docs/audit.md lists as not checked
 // (times, input file identities, the kubeconfig summary's redacted facts, a run's descriptor
-// number and directory name) or a stored kubectl output (judged by its verdicts, not
-// authenticated); and a record that differs from the original in its times alone passes.
+// number and directory name in their canonical form) or a stored kubectl output (judged by its
+// verdicts, not authenticated); and a record that differs from the original in its informative
+// times alone passes (an exec record's startedAt and finishedAt are not among them: they must keep
+// the chain in order).
 func FuzzAuditMutatedRecord(f *testing.F) {
 	fx := committed(f)
 	objs, originals := closureOf(f, fx)
@@ -59,12 +62,33 @@ func FuzzAuditMutatedRecord(f *testing.F) {
 	})
 }
 
-// TestFuzzSeeds: the committed seed corpus exists and covers every object of the closure.
+// TestFuzzSeeds: the committed seed corpus exists, covers every object of the closure, and holds
+// the chain rewrites a single object can express, each exactly as audittest.ChainSeeds derives it
+// and refused with its code when run the way the fuzz target runs it.
 func TestFuzzSeeds(t *testing.T) {
 	fx := committed(t)
 	objs, originals := closureOf(t, fx)
 	if *updateSeeds {
-		writeSeeds(t, objs, originals)
+		writeSeeds(t, fx, objs, originals)
+	}
+	for _, s := range audittest.ChainSeeds(t, fx) {
+		i := slices.Index(objs, s.Object)
+		if i < 0 {
+			t.Fatalf("seed %s replaces %s, which is not in the closure", s.Name, s.Object.Digest)
+		}
+		b, err := os.ReadFile(filepath.Join(seedDir, s.Name))
+		if err != nil {
+			t.Fatalf("chain seed: %v", err)
+		}
+		if string(b) != seedFile(i, s.Bytes) {
+			t.Fatalf("seed %s differs from what audittest.ChainSeeds derives (run with -update-seeds)", s.Name)
+		}
+		root := fx.Snap.Materialize(t)
+		fg := audittest.NewForger(t, root)
+		fg.Replace(s.Object.Digest, s.Bytes)
+		nr := fg.Rewrite(fx.Roots.Receipt)
+		fg.TryPublish(nr)
+		audittest.WantCode(t, audittest.Audit(t, root, nr.Digest), s.Code)
 	}
 	ents, err := os.ReadDir(seedDir)
 	if err != nil {
@@ -93,10 +117,15 @@ func TestFuzzSeeds(t *testing.T) {
 	}
 }
 
+func seedFile(i int, b []byte) string {
+	return fmt.Sprintf("go test fuzz v1\nuint(%d)\n[]byte(%q)\n", i, b)
+}
+
 // writeSeeds writes, for every closure object, its intact bytes (the audit must pass), and for
-// every record, three mutations: a time changed (must pass), a value changed in place and the
-// record re-indented (each must be refused).
-func writeSeeds(t *testing.T, objs []evidence.Descriptor, originals [][]byte) {
+// every record, three mutations: a time changed (must pass, but in an exec record, whose times
+// must keep the chain in order), a value changed in place and the record re-indented (each must be
+// refused); then the chain seeds.
+func writeSeeds(t *testing.T, fx *audittest.Fixture, objs []evidence.Descriptor, originals [][]byte) {
 	if err := os.RemoveAll(seedDir); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +133,7 @@ func writeSeeds(t *testing.T, objs []evidence.Descriptor, originals [][]byte) {
 		t.Fatal(err)
 	}
 	write := func(name string, i int, b []byte) {
-		s := fmt.Sprintf("go test fuzz v1\nuint(%d)\n[]byte(%q)\n", i, b)
-		if err := os.WriteFile(filepath.Join(seedDir, name), []byte(s), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(seedDir, name), []byte(seedFile(i, b)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,5 +156,8 @@ func writeSeeds(t *testing.T, objs []evidence.Descriptor, originals [][]byte) {
 			write(fmt.Sprintf("%02d-digit", i), i, c)
 		}
 		write(fmt.Sprintf("%02d-indented", i), i, bytes.ReplaceAll(b, []byte(`,"`), []byte(",\n \"")))
+	}
+	for _, s := range audittest.ChainSeeds(t, fx) {
+		write(s.Name, slices.Index(objs, s.Object), s.Bytes)
 	}
 }

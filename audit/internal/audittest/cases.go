@@ -33,7 +33,7 @@ func Cases() []Rewrite {
 		// Controls: the forger alone yields a passing audit once published, so every case below
 		// fails for its own change, not for the forging.
 		{"control: receipt finishedAt", "", receiptEdit(func(r *evidence.Receipt) { r.FinishedAt = "2001-02-03T04:05:06.000000007Z" })},
-		{"control: identity exec startedAt, shared with the intent", "", execEdit(xIdentity, func(e *evidence.Exec) { e.StartedAt = "2001-02-03T04:05:06Z"; e.DurationMs++ })},
+		{"control: identity exec started later within its run, shared with the intent", "", execEdit(xIdentity, func(e *evidence.Exec) { e.StartedAt = e.FinishedAt; e.DurationMs++ })},
 		{"control: intent createdAt", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
 			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.CreatedAt = "2001-02-03T04:05:06Z" })
 			return f.Rewrite(fx.Roots.Receipt)
@@ -42,8 +42,8 @@ func Cases() []Rewrite {
 			Edit(f, fx.Roots.Preflight, func(p *evidence.Preflight) { p.StartedAt = "2001-02-03T04:05:06Z" })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
-		{"control: recovered receipt, earlier attempt's exec finishedAt", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
-			Edit(f, Rec[evidence.Intent](f, Rec[evidence.Receipt](f, fx.Roots.RecoveredReceipt).Intent).Execs[0], func(e *evidence.Exec) { e.FinishedAt = "2001-02-03T04:05:06Z" })
+		{"control: recovered receipt, earlier attempt's exec finished earlier", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
+			Edit(f, Rec[evidence.Intent](f, Rec[evidence.Receipt](f, fx.Roots.RecoveredReceipt).Intent).Execs[0], func(e *evidence.Exec) { e.FinishedAt = e.StartedAt })
 			return f.Rewrite(fx.Roots.RecoveredReceipt)
 		}},
 		{"control: preflight report finishedAt", "", preflightEdit(func(p *evidence.Preflight) { p.FinishedAt = "2001-02-03T04:05:06Z" })},
@@ -278,7 +278,7 @@ func Cases() []Rewrite {
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
 	}
-	return cs
+	return append(cs, chainCases()...)
 }
 
 // indent re-indents a record: the same JSON value, not in canonical form.

@@ -53,20 +53,29 @@ func newRecord(mediaType string) any {
 	return nil
 }
 
-var fdRE = regexp.MustCompile(`^/proc/self/fd/[0-9]+$`)
+// The canonical forms of the held descriptor and of MkdirTemp's directory name: only these are
+// normalized, so a record that passes with another form fails the fuzz property.
+var (
+	fdRE  = regexp.MustCompile(`^/proc/self/fd/([3-9]|[1-9][0-9]+)$`)
+	dirRE = regexp.MustCompile(`/ql3-kubectl-(0|[1-9][0-9]*)$`)
+)
 
 func normalize(v any, level int) {
 	switch r := v.(type) {
 	case *evidence.Exec:
-		r.StartedAt, r.FinishedAt, r.DurationMs = "", "", 0
+		// durationMs is kubectl's run time on the monotonic clock, informative; startedAt and
+		// finishedAt must keep the chain's execs in order, so only their truth is unverifiable.
+		r.DurationMs = 0
 		if level == Unverifiable {
+			r.StartedAt, r.FinishedAt = "", ""
 			// The held descriptor's number and the private run directory's name: only their
-			// form is checked (kubectl.CheckInvocation).
+			// form (kubectl.CheckInvocation and the audit's argv form) and, for the directory,
+			// that no other run of the chain claims it are checked.
 			if len(r.Argv) > 1 {
 				if fdRE.MatchString(r.Argv[0]) {
 					r.Argv[0] = "/proc/self/fd/N"
 				}
-				if dir, ok := strings.CutSuffix(strings.TrimPrefix(r.Argv[1], "--kubeconfig="), "/kubeconfig"); ok && dir != "" {
+				if dir, ok := strings.CutSuffix(strings.TrimPrefix(r.Argv[1], "--kubeconfig="), "/kubeconfig"); ok && dirRE.MatchString(dir) {
 					for i := range r.Argv {
 						r.Argv[i] = strings.ReplaceAll(r.Argv[i], dir, "DIR")
 					}
