@@ -24,7 +24,8 @@ const (
 	CodeDigestMismatch refuse.Code = "DIGEST_MISMATCH"
 	// CodeClusterUID: the kube-system Namespace UID differs from expectedClusterUid.
 	CodeClusterUID refuse.Code = "CLUSTER_UID_MISMATCH"
-	// CodeKubectlStep: kubectl could not be run to completion (timeout, output ceiling, exec error).
+	// CodeKubectlStep: kubectl could not be run to completion (output ceiling, exec error) and the
+	// runner gave no code; a step timeout is kubeout.CodeTimeout.
 	CodeKubectlStep refuse.Code = "KUBECTL_STEP_FAILED"
 	// CodeStoreWrite: evidence could not be written to the store.
 	CodeStoreWrite refuse.Code = "STORE_WRITE_FAILED"
