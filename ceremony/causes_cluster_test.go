@@ -275,3 +275,28 @@ func newCAPEM(t *testing.T) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+// TestCeremonyRecipeKubeconfig: the kubeconfig of the recipe in docs/kubeconfig.md (a dedicated
+// ServiceAccount with get, create and patch in the namespace and get on namespace kube-system, a token from
+// kubectl create token, server and CA from kubectl config view --minify --flatten, everything
+// inline) passes the policy, and a preflight and an apply with it succeed.
+func TestCeremonyRecipeKubeconfig(t *testing.T) {
+	var extra [][]byte
+	b := causeBed(t, cluster, true, &extra)
+	ns, sa := b.Namespace, "ql3-deployer"
+	kc(t, "create", "serviceaccount", sa, "-n", ns)
+	kc(t, "create", "role", sa, "-n", ns, "--verb=get,create,patch", "--resource=configmaps,secrets,serviceaccounts,services,deployments.apps")
+	kc(t, "create", "rolebinding", sa, "-n", ns, "--role="+sa, "--serviceaccount="+ns+":"+sa)
+	kc(t, "create", "clusterrole", ns+"-ql3-identity-read", "--verb=get", "--resource=namespaces", "--resource-name=kube-system")
+	kc(t, "create", "clusterrolebinding", "ql3-identity-read-"+ns+"-"+sa, "--clusterrole="+ns+"-ql3-identity-read", "--serviceaccount="+ns+":"+sa)
+	token := kc(t, "create", "token", sa, "-n", ns, "--duration=1h")
+	extra = append(extra, []byte(token))
+	server := kc(t, "config", "view", "--minify", "--flatten", "-o", "jsonpath={.clusters[0].cluster.server}")
+	ca := kc(t, "config", "view", "--minify", "--flatten", "-o", "jsonpath={.clusters[0].cluster.certificate-authority-data}")
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters:\n- name: target\n  cluster:\n    server: " + server +
+		"\n    certificate-authority-data: " + ca + "\nusers:\n- name: " + sa + "\n  user:\n    token: " + token +
+		"\ncontexts:\n- name: ql3\n  context:\n    cluster: target\n    user: " + sa + "\n"
+	b.repin("kubeconfig", []byte(kubeconfig))
+	b.Set("kubeconfig", "context", "ql3")
+	b.mustApply()
+}
