@@ -195,7 +195,6 @@ func TestCeremonyCauses(t *testing.T) {
 	})
 }
 
-
 // TestCeremonyCausesFaults: the causes that take the cluster down, on a cluster of the test's own
 // (kube-apiserver answers 504 after 5 s rather than 60 s), each restored before the next; the
 // last preflight passes on the restored cluster.
