@@ -116,7 +116,11 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 				return partial(err)
 			}
 			if r.ExitCode != 0 {
-				return refuse.New(CodeApplyFailed, "server-side apply exited %d (%d bytes of stderr stored); the cluster may be partially applied", r.ExitCode, len(r.Stderr)).WithHint(partialHint)
+				if c := kubeout.Classify(r.Stderr); c.Code != "" {
+					return partial(c.Refusal(evidence.StepApply, r.ExitCode, s.lastStderr))
+				}
+				return refuse.New(CodeApplyFailed, "server-side apply exited %d (%d bytes of stderr stored; %s); the cluster may be partially applied",
+					r.ExitCode, len(r.Stderr), kubeout.StoreRef(s.lastStderr)).WithHint(partialHint)
 			}
 			return partial(kubeout.Applied(r.Stdout, s.resources(), false))
 		}},
@@ -222,7 +226,10 @@ func (s *session) converge(ctx context.Context) ([]evidence.LiveObject, error) {
 		return nil, err
 	}
 	if r.ExitCode != 0 {
-		return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored)", r.ExitCode, len(r.Stderr))
+		if c := kubeout.Classify(r.Stderr); c.Code != "" {
+			return nil, c.Refusal(evidence.StepConvergence, r.ExitCode, s.lastStderr)
+		}
+		return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored; %s)", r.ExitCode, len(r.Stderr), kubeout.StoreRef(s.lastStderr))
 	}
 	out, err := convergence.Verify(convergence.Input{Objects: s.lock.Objects, Authorities: s.lock.Authorities,
 		FieldManager: evidence.FieldManager, Stdout: r.Stdout})

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -76,29 +78,35 @@ func conflictingResource(stdout []byte, objects []Resource) string {
 }
 
 // classifyDryRun turns a failed dry-run (non-zero exit) into a refusal. Only low-sensitivity facts
-// parsed from stderr (resource, field path, manager, namespace) reach the message.
-func classifyDryRun(step string, exit int, stdout, stderr []byte, objects []Resource) *refuse.Error {
+// parsed from stderr (resource, field path, manager, namespace) reach the message, which points at
+// the stored stderr (errDigest). The dry-run's own causes (conflict, missing namespace,
+// validation) come first; then the causes any step can have (kubeout.Classify); else DRYRUN_FAILED.
+func classifyDryRun(step string, exit int, stdout, stderr []byte, errDigest digest.Digest, objects []Resource) *refuse.Error {
+	see := kubeout.StoreRef(errDigest)
 	if c, ok := parseConflict(stderr); ok {
 		c.Resource = conflictingResource(stdout, objects)
 		res := c.Resource
 		if res == "" {
 			res = "an object of the manifest"
 		}
-		return refuse.New(CodeDryRunConflict, "%s: %s field %s is owned by field manager %q", step, res, c.Field, c.Manager).
+		return refuse.New(CodeDryRunConflict, "%s: %s field %s is owned by field manager %q (%s)", step, res, c.Field, c.Manager, see).
 			WithHint("an earlier apply with another field manager (for example a bare kubectl apply) still owns it; hand the field over deliberately, then run the preflight again")
 	}
 	if m := reNamespace.FindSubmatch(stderr); m != nil {
-		return refuse.New(CodeDryRunNamespace, "%s: namespace %q does not exist", step, string(m[1])).
+		return refuse.New(CodeDryRunNamespace, "%s: namespace %q does not exist (%s)", step, string(m[1]), see).
 			WithHint("create the namespace first: ql3 never creates it")
 	}
 	if m := reTypedPatch.FindSubmatch(stderr); m != nil {
-		return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused %s %s field %s (exit %d, %d bytes of stderr stored)",
-			step, refuse.Ident(string(m[2])), refuse.Ident(string(m[1])), refuse.Ident(string(m[3])), exit, len(stderr))
+		return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused %s %s field %s (exit %d, %d bytes of stderr stored; %s)",
+			step, refuse.Ident(string(m[2])), refuse.Ident(string(m[1])), refuse.Ident(string(m[3])), exit, len(stderr), see)
 	}
 	for _, s := range []string{"strict decoding error", "error validating", "is invalid", "unknown field", "duplicate field", "BadRequest"} {
 		if bytes.Contains(stderr, []byte(s)) {
-			return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused the manifest (exit %d, %d bytes of stderr stored)", step, exit, len(stderr))
+			return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused the manifest (exit %d, %d bytes of stderr stored; %s)", step, exit, len(stderr), see)
 		}
 	}
-	return refuse.New(CodeDryRunFailed, "%s: kubectl exited %d (%d bytes of stderr stored)", step, exit, len(stderr))
+	if c := kubeout.Classify(stderr); c.Code != "" {
+		return c.Refusal(step, exit, errDigest)
+	}
+	return refuse.New(CodeDryRunFailed, "%s: kubectl exited %d (%d bytes of stderr stored; %s)", step, exit, len(stderr), see)
 }

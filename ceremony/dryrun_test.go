@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -48,18 +51,23 @@ func TestClassifyDryRun(t *testing.T) {
 			code: CodeDryRunValidation, contains: []string{"Service", "ns-1/qinglong-web", ".spec.sessionAffinityConfig"}},
 		// invalid object
 		{name: "invalid", stderr: "The ConfigMap \"ql-config\" is invalid: metadata.name: Invalid value\n", code: CodeDryRunValidation},
+		// a cause any step can have: classified by kubeout.Classify after the dry-run's own
+		{name: "connection refused", stderr: "Unable to connect to the server: dial tcp 127.0.0.1:1: connect: connection refused\n", code: kubeout.CodeConnectionRefused},
+		{name: "forbidden", stderr: "Error from server (Forbidden): error when creating \"STDIN\": configmaps \"c\" is forbidden: User \"u\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"n\"\n",
+			code: kubeout.CodeForbidden, contains: []string{"to patch configmaps"}},
 		// anything else
-		{name: "other", stderr: "Unable to connect to the server: dial tcp 127.0.0.1:1: connect: connection refused\n", code: CodeDryRunFailed},
+		{name: "other", stderr: "error: something kubectl has never said\n", code: CodeDryRunFailed},
 		// empty stderr
 		{name: "empty", code: CodeDryRunFailed},
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {
-			err := classifyDryRun("dry-run", 1, []byte(v.stdout), []byte(v.stderr), objects)
+			errDigest := digest.FromBytes([]byte(v.stderr))
+			err := classifyDryRun("dry-run", 1, []byte(v.stdout), []byte(v.stderr), errDigest, objects)
 			if refuse.CodeOf(err) != v.code {
 				t.Fatalf("code %q, want %q: %v", refuse.CodeOf(err), v.code, err)
 			}
-			for _, s := range v.contains {
+			for _, s := range append(v.contains, "dry-run: ", "see: ql3 store cat "+string(errDigest)) {
 				if !strings.Contains(err.Msg, s) {
 					t.Fatalf("message %q lacks %q", err.Msg, s)
 				}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/store"
@@ -28,10 +29,11 @@ func TestCeremonyApplyRefusedAfterMutation(t *testing.T) {
 		rerunCode refuse.Code
 		resolve   func(t *testing.T, b *bed)
 	}{
-		// An object deleted before the convergence read: kubectl get -f exits non-zero.
+		// An object deleted before the convergence read: kubectl get -f exits non-zero, and its
+		// stderr names the not-found cause.
 		{"object deleted", func(t *testing.T, b *bed) {
 			kubectl(t, nil, "delete", "configmap", "qinglong-config", "-n", b.Namespace, "--wait=true")
-		}, ceremony.CodeConvergenceRead, "", nil},
+		}, kubeout.CodeNotFound, "", nil},
 		// A release annotation overwritten by another manager: the convergence verifier refuses,
 		// and the rerun refuses too (the dry-run conflicts, ql3 never forces) until the other
 		// manager gives the field up.

@@ -24,7 +24,8 @@ const (
 	CodeDigestMismatch refuse.Code = "DIGEST_MISMATCH"
 	// CodeClusterUID: the kube-system Namespace UID differs from expectedClusterUid.
 	CodeClusterUID refuse.Code = "CLUSTER_UID_MISMATCH"
-	// CodeKubectlStep: kubectl could not be run to completion (timeout, output ceiling, exec error).
+	// CodeKubectlStep: kubectl could not be run to completion (output ceiling, exec error) and the
+	// runner gave no code; a step timeout is kubeout.CodeTimeout.
 	CodeKubectlStep refuse.Code = "KUBECTL_STEP_FAILED"
 	// CodeStoreWrite: evidence could not be written to the store.
 	CodeStoreWrite refuse.Code = "STORE_WRITE_FAILED"
@@ -93,6 +94,7 @@ type session struct {
 	repDesc    evidence.Descriptor
 	execs      []evidence.Descriptor
 	clusterUID string
+	lastStderr digest.Digest // the stored stderr of the last kubectl run, for a refusal to point at
 	started    time.Time
 	endHash    chan error // the end-of-run full kubectl hash, once started
 }
@@ -289,6 +291,11 @@ func (s *session) run(ctx context.Context, step string, stdin []byte) (*kubectl.
 		}
 	}
 	if err != nil {
+		// ql3 killed kubectl at the step timeout: the cause is the API server's silence, as when
+		// kubectl gives up by itself (docs/kubectl.md, "Why kubectl failed").
+		if refuse.CodeOf(err) == kubectl.CodeTimeout && res != nil {
+			return nil, kubeout.StepTimeout(step, s.opts.StepTimeout, s.lastStderr)
+		}
 		if refuse.CodeOf(err) != "" {
 			return nil, err
 		}
@@ -307,6 +314,7 @@ func (s *session) record(res *kubectl.Result, withStdin bool) error {
 	if err != nil {
 		return storeErr(err, "stderr")
 	}
+	s.lastStderr = errb.Digest
 	e := evidence.Exec{
 		Schema: evidence.SchemaExec, Step: res.Step, Argv: res.Argv, Env: res.Env,
 		KubectlDigest: s.pc.Command.Kubectl.Digest, Stdout: out, Stderr: errb,
@@ -333,7 +341,10 @@ func (s *session) identity(ctx context.Context, step string) error {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return refuse.New(kubeout.CodeIdentityOutput, "%s: kubectl exited %d (%d bytes of stderr stored)", step, res.ExitCode, len(res.Stderr))
+		if c := kubeout.Classify(res.Stderr); c.Code != "" {
+			return c.Refusal(step, res.ExitCode, s.lastStderr)
+		}
+		return refuse.New(kubeout.CodeIdentityOutput, "%s: kubectl exited %d (%d bytes of stderr stored; %s)", step, res.ExitCode, len(res.Stderr), kubeout.StoreRef(s.lastStderr))
 	}
 	uid, err := kubeout.NamespaceUID(res.Stdout)
 	if err != nil {
@@ -355,7 +366,7 @@ func (s *session) dryRun(ctx context.Context) error {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return classifyDryRun(evidence.StepDryRun, res.ExitCode, res.Stdout, res.Stderr, s.resources())
+		return classifyDryRun(evidence.StepDryRun, res.ExitCode, res.Stdout, res.Stderr, s.lastStderr, s.resources())
 	}
 	return kubeout.Applied(res.Stdout, s.resources(), true)
 }

@@ -58,8 +58,9 @@ func TestCeremonyStandInFaults(t *testing.T) {
 		stdout func(b []byte) bool
 		exit   int64
 	}{
-		// Hangs past the step timeout (with a child in its process group): killed by ql3.
-		{kubectltest.ModeHang, kubectlrun.CodeTimeout, func(b []byte) bool {
+		// Hangs past the step timeout (with a child in its process group): killed by ql3, and
+		// refused with the timeout cause (docs/kubectl.md, "Why kubectl failed").
+		{kubectltest.ModeHang, kubeout.CodeTimeout, func(b []byte) bool {
 			return bytes.HasPrefix(b, []byte("pid=")) && bytes.Count(b, []byte("pid=")) == 2
 		}, -1},
 		// 5 MiB of stdout: killed at the 4 MiB ceiling; exactly the ceiling is kept.

@@ -11,6 +11,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"regexp"
+	"strconv"
 
 	"github.com/opencontainers/go-digest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,68 +43,163 @@ const (
 	CodeImpersonation         refuse.Code = "KUBECONFIG_IMPERSONATION"
 )
 
-// Check applies the policy to raw and, for the named context, returns the redacted summary.
+// Check applies the policy to raw and, for the named context, returns the redacted summary. It
+// refuses with the first violation in CheckAll's order.
 func Check(raw []byte, context string) (*evidence.KubeconfigSummary, error) {
+	sum, vs := CheckAll(raw, context)
+	if len(vs) > 0 {
+		return nil, vs[0]
+	}
+	return sum, nil
+}
+
+// CheckAll applies the policy like Check but goes on past a violation wherever the file can still
+// be read, and returns every violation in a stable order: the file as a whole (size, YAML,
+// repeated keys by line), then the tree walk (clusters, users, contexts, each in file order; the
+// keys of one entry in name order), then what only kubectl's decoder shows, then the selected
+// context, its cluster and its user. The summary is nil unless there is no violation. Every
+// violation's hint points to the recipe in docs/kubeconfig.md.
+func CheckAll(raw []byte, context string) (*evidence.KubeconfigSummary, []*refuse.Error) {
+	var vs violations
 	if len(raw) > MaxSize {
-		return nil, refuse.New(CodeInvalid, "kubeconfig is %d bytes, more than the %d byte ceiling", len(raw), MaxSize)
+		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig is %d bytes, more than the %d byte ceiling", len(raw), MaxSize))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, refuse.New(CodeInvalid, "kubeconfig is empty")
+		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig is empty"))
 	}
-	if _, err := yaml.YAMLToJSON(raw); err != nil {
-		return nil, refuse.New(CodeInvalid, "kubeconfig is not valid yaml")
-	}
-	js, err := yaml.YAMLToJSONStrict(raw)
+	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
-		// The strict reader fails only where the lenient one succeeded: a repeated key.
-		return nil, refuse.New(CodeDuplicateKey, "kubeconfig repeats a mapping key")
+		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig is not valid yaml"))
+	}
+	if _, err := yaml.YAMLToJSONStrict(raw); err != nil {
+		// The strict reader fails only where the lenient one succeeded: a repeated key. Its error
+		// names the key and the line; only the line is kept (a key is file content).
+		vs.duplicates(err)
 	}
 	var tree map[string]any
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
 	if err := dec.Decode(&tree); err != nil || tree == nil {
-		return nil, refuse.New(CodeInvalid, "kubeconfig is not a yaml mapping")
+		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig is not a yaml mapping"))
 	}
-	if err := checkTree(tree); err != nil {
-		return nil, err
-	}
+	seen := vs.checkTree(tree)
 	cfg, err := clientcmd.Load(raw)
 	if err != nil {
-		return nil, refuse.New(CodeInvalid, "kubeconfig does not decode as a v1 Config")
+		// clientcmd refuses a repeated name itself; the walk has named that violation already,
+		// and without the decoder's reading the context cannot be checked any further.
+		if vs.has(CodeContextAmbiguous) {
+			return nil, vs
+		}
+		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig does not decode as a v1 Config"))
 	}
-	if err := checkParsed(cfg); err != nil {
-		return nil, err
+	vs.checkParsed(cfg, seen)
+	sum := vs.summarise(raw, cfg, context)
+	if len(vs) > 0 {
+		return nil, vs
 	}
-	return summarise(raw, cfg, context)
+	return sum, nil
 }
 
-func summarise(raw []byte, cfg *clientcmdapi.Config, name string) (*evidence.KubeconfigSummary, error) {
+// violations collects refusals in the order the policy finds them.
+type violations []*refuse.Error
+
+// add appends e with its hint completed by the pointer to the recipe, and returns the list.
+func (vs *violations) add(e *refuse.Error) violations {
+	advice := adviceFor[e.Code]
+	if e.Hint != "" {
+		advice = e.Hint
+	}
+	e.Hint = advice + "; see " + RecipeRef
+	*vs = append(*vs, e)
+	return *vs
+}
+
+// RecipeRef is where an operator learns to build a kubeconfig the policy accepts, also for a
+// cluster whose own kubeconfig runs an exec plugin.
+const RecipeRef = "docs/kubeconfig.md#recipe-a-serviceaccount-kubeconfig-eks-gke-aks"
+
+var adviceFor = map[refuse.Code]string{
+	CodeInvalid:               "give ql3 a v1 Config kubeconfig of at most 1 MiB",
+	CodeDuplicateKey:          "remove the repeated key: readers disagree on which value wins",
+	CodeContextMissing:        "name a context whose cluster and user are in the file",
+	CodeContextAmbiguous:      "give every context, cluster and user a name of its own",
+	CodeServerInsecure:        "the cluster's server must be an https url with a host",
+	CodeCAMissing:             "put the cluster CA inline as certificate-authority-data",
+	CodeAuthMissing:           "give the selected user one complete inline credential, such as a ServiceAccount token",
+	CodeAuthAmbiguous:         "keep exactly one credential kind on the selected user",
+	CodeExecForbidden:         "ql3 runs no credential plugin: use an inline ServiceAccount token instead",
+	CodeAuthProviderForbidden: "ql3 runs no auth provider: use an inline ServiceAccount token instead",
+	CodeFileReference:         "inline the data (token, client-certificate-data, client-key-data, certificate-authority-data) instead of a file path",
+	CodeInsecure:              "remove insecure-skip-tls-verify and inline the cluster CA",
+	CodeProxy:                 "remove proxy-url: kubectl must reach the API server directly",
+	CodeImpersonation:         "remove the impersonation keys and give the identity that should act its own credential",
+}
+
+func (vs violations) has(code refuse.Code) bool {
+	for _, e := range vs {
+		if e.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// reDupLine is one repeated key in the strict reader's error: `line N: key "K" already set in map`.
+var reDupLine = regexp.MustCompile(`line (\d+): key .* already set in map`)
+
+func (vs *violations) duplicates(err error) {
+	found := false
+	for _, m := range reDupLine.FindAllStringSubmatch(err.Error(), -1) {
+		if n, cerr := strconv.Atoi(m[1]); cerr == nil {
+			vs.add(refuse.New(CodeDuplicateKey, "kubeconfig repeats a mapping key at line %d", n))
+			found = true
+		}
+	}
+	if !found {
+		vs.add(refuse.New(CodeDuplicateKey, "kubeconfig repeats a mapping key"))
+	}
+}
+
+func (vs *violations) summarise(raw []byte, cfg *clientcmdapi.Config, name string) *evidence.KubeconfigSummary {
 	if name == "" {
-		return nil, refuse.New(CodeContextMissing, "no context named")
+		vs.add(refuse.New(CodeContextMissing, "no context named"))
+		return nil
 	}
 	ctx, ok := cfg.Contexts[name]
 	if !ok || ctx == nil {
-		return nil, refuse.New(CodeContextMissing, "context %q is not in the kubeconfig", name)
+		vs.add(refuse.New(CodeContextMissing, "context %q is not in the kubeconfig", name))
+		return nil
 	}
+	before := len(*vs)
 	cl, ok := cfg.Clusters[ctx.Cluster]
 	if ctx.Cluster == "" || !ok || cl == nil {
-		return nil, refuse.New(CodeContextMissing, "context %q names cluster %q, which is not in the kubeconfig", name, ctx.Cluster)
+		vs.add(refuse.New(CodeContextMissing, "context %q names cluster %q, which is not in the kubeconfig", name, ctx.Cluster))
+		cl = nil
 	}
 	user, ok := cfg.AuthInfos[ctx.AuthInfo]
 	if ctx.AuthInfo == "" || !ok || user == nil {
-		return nil, refuse.New(CodeContextMissing, "context %q names user %q, which is not in the kubeconfig", name, ctx.AuthInfo)
+		vs.add(refuse.New(CodeContextMissing, "context %q names user %q, which is not in the kubeconfig", name, ctx.AuthInfo))
+		user = nil
 	}
-	u, err := url.Parse(cl.Server)
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return nil, refuse.New(CodeServerInsecure, "cluster %q server is not an https url with a host", ctx.Cluster)
+	if cl != nil {
+		u, err := url.Parse(cl.Server)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+			vs.add(refuse.New(CodeServerInsecure, "cluster %q server is not an https url with a host", ctx.Cluster))
+		}
+		if len(cl.CertificateAuthorityData) == 0 {
+			vs.add(refuse.New(CodeCAMissing, "cluster %q has no certificate-authority-data", ctx.Cluster).
+				WithHint("ql3 requires the cluster CA inline so that the pinned kubeconfig alone decides trust"))
+		}
 	}
-	if len(cl.CertificateAuthorityData) == 0 {
-		return nil, refuse.New(CodeCAMissing, "cluster %q has no certificate-authority-data", ctx.Cluster).
-			WithHint("ql3 requires the cluster CA inline so that the pinned kubeconfig alone decides trust")
+	var kind string
+	if user != nil {
+		var err *refuse.Error
+		if kind, err = authKind(ctx.AuthInfo, user); err != nil {
+			vs.add(err)
+		}
 	}
-	kind, err := authKind(ctx.AuthInfo, user)
-	if err != nil {
-		return nil, err
+	if len(*vs) > before {
+		return nil
 	}
 	return &evidence.KubeconfigSummary{
 		Schema:   evidence.SchemaKubeconfig,
@@ -113,12 +210,12 @@ func summarise(raw []byte, cfg *clientcmdapi.Config, name string) (*evidence.Kub
 		CADigest: digest.FromBytes(cl.CertificateAuthorityData),
 		User:     ctx.AuthInfo,
 		AuthKind: kind,
-	}, nil
+	}
 }
 
 // authKind demands exactly one complete inline credential; half of a pair counts as present, so
 // a stray username beside a token is ambiguous rather than silently ignored.
-func authKind(name string, a *clientcmdapi.AuthInfo) (string, error) {
+func authKind(name string, a *clientcmdapi.AuthInfo) (string, *refuse.Error) {
 	type kind struct {
 		name              string
 		present, complete bool

@@ -1,6 +1,7 @@
 package kubeconfig
 
 import (
+	"slices"
 	"strings"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -29,10 +30,24 @@ var forbiddenCluster = map[string]refuse.Code{
 	"proxy-url":                CodeProxy,
 }
 
+// reported is what the tree walk refused, by entry ("user/NAME", "cluster/NAME") and code, so the
+// second reading on kubectl's decoder adds only what the walk missed.
+type reported map[string]map[refuse.Code]bool
+
+func (r reported) mark(inner, name string, code refuse.Code) {
+	k := inner + "/" + name
+	if r[k] == nil {
+		r[k] = map[refuse.Code]bool{}
+	}
+	r[k][code] = true
+}
+
 // checkTree inspects every entry of the three named lists. It also refuses repeated names
 // itself, because clientcmd's own duplicate-name error prints the whole list, credentials
-// included.
-func checkTree(tree map[string]any) error {
+// included. The keys of one entry are visited in sorted order, so the list of violations (and
+// Check's first one) does not depend on map iteration.
+func (vs *violations) checkTree(tree map[string]any) reported {
+	seen := reported{}
 	lists := []struct {
 		key, inner string
 		forbidden  map[string]refuse.Code
@@ -48,63 +63,95 @@ func checkTree(tree map[string]any) error {
 		}
 		items, ok := v.([]any)
 		if !ok {
-			return refuse.New(CodeInvalid, "kubeconfig field %s is not a list", l.key)
+			vs.add(refuse.New(CodeInvalid, "kubeconfig field %s is not a list", l.key))
+			continue
 		}
-		seen := map[string]bool{}
+		names := map[string]bool{}
 		for i, it := range items {
 			entry, ok := it.(map[string]any)
 			if !ok {
-				return refuse.New(CodeInvalid, "kubeconfig field %s[%d] is not a mapping", l.key, i)
+				vs.add(refuse.New(CodeInvalid, "kubeconfig field %s[%d] is not a mapping", l.key, i))
+				continue
 			}
 			name, _ := entry["name"].(string)
-			if seen[name] {
-				return refuse.New(CodeContextAmbiguous, "kubeconfig field %s names %q more than once", l.key, name)
+			if names[name] {
+				vs.add(refuse.New(CodeContextAmbiguous, "kubeconfig field %s names %q more than once", l.key, name))
 			}
-			seen[name] = true
+			names[name] = true
 			body, ok := entry[l.inner]
 			if !ok || body == nil {
 				continue
 			}
 			m, ok := body.(map[string]any)
 			if !ok {
-				return refuse.New(CodeInvalid, "kubeconfig field %s[%d].%s is not a mapping", l.key, i, l.inner)
+				vs.add(refuse.New(CodeInvalid, "kubeconfig field %s[%d].%s is not a mapping", l.key, i, l.inner))
+				continue
 			}
+			keys := make([]string, 0, len(m))
 			for k := range m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
 				if code, bad := l.forbidden[strings.ToLower(k)]; bad {
-					return refuse.New(code, "kubeconfig %s %q sets %s, which ql3 forbids", l.inner, name, k)
+					vs.add(refuse.New(code, "kubeconfig %s %q sets %s, which ql3 forbids", l.inner, name, k))
+					seen.mark(l.inner, name, code)
 				}
 			}
 		}
 	}
-	return nil
+	return seen
 }
 
 // checkParsed repeats the policy on kubectl's own reading, so a spelling the tree walk missed
-// but the decoder accepts is still refused.
-func checkParsed(cfg *clientcmdapi.Config) error {
-	for name, a := range cfg.AuthInfos {
-		switch {
-		case a == nil:
-		case a.Exec != nil:
-			return refuse.New(CodeExecForbidden, "kubeconfig user %q sets exec, which ql3 forbids", name)
-		case a.AuthProvider != nil:
-			return refuse.New(CodeAuthProviderForbidden, "kubeconfig user %q sets auth-provider, which ql3 forbids", name)
-		case a.TokenFile != "" || a.ClientCertificate != "" || a.ClientKey != "":
-			return refuse.New(CodeFileReference, "kubeconfig user %q references a file, which ql3 forbids", name)
-		case a.Impersonate != "" || a.ImpersonateUID != "" || len(a.ImpersonateGroups) > 0 || len(a.ImpersonateUserExtra) > 0:
-			return refuse.New(CodeImpersonation, "kubeconfig user %q impersonates, which ql3 forbids", name)
+// but the decoder accepts is still refused. Entries are visited in name order.
+func (vs *violations) checkParsed(cfg *clientcmdapi.Config, seen reported) {
+	add := func(inner, name string, code refuse.Code, format string) {
+		if !seen[inner+"/"+name][code] {
+			vs.add(refuse.New(code, format, name))
+			seen.mark(inner, name, code)
 		}
 	}
-	for name, c := range cfg.Clusters {
-		switch {
-		case c == nil:
-		case c.CertificateAuthority != "":
-			return refuse.New(CodeFileReference, "kubeconfig cluster %q references a file, which ql3 forbids", name)
-		case c.InsecureSkipTLSVerify:
-			return refuse.New(CodeInsecure, "kubeconfig cluster %q sets insecure-skip-tls-verify, which ql3 forbids", name)
-		case c.ProxyURL != "":
-			return refuse.New(CodeProxy, "kubeconfig cluster %q sets proxy-url, which ql3 forbids", name)
+	for _, name := range sortedKeys(cfg.AuthInfos) {
+		a := cfg.AuthInfos[name]
+		if a == nil {
+			continue
+		}
+		if a.Exec != nil {
+			add("user", name, CodeExecForbidden, "kubeconfig user %q sets exec, which ql3 forbids")
+		}
+		if a.AuthProvider != nil {
+			add("user", name, CodeAuthProviderForbidden, "kubeconfig user %q sets auth-provider, which ql3 forbids")
+		}
+		if a.TokenFile != "" || a.ClientCertificate != "" || a.ClientKey != "" {
+			add("user", name, CodeFileReference, "kubeconfig user %q references a file, which ql3 forbids")
+		}
+		if a.Impersonate != "" || a.ImpersonateUID != "" || len(a.ImpersonateGroups) > 0 || len(a.ImpersonateUserExtra) > 0 {
+			add("user", name, CodeImpersonation, "kubeconfig user %q impersonates, which ql3 forbids")
 		}
 	}
-	return nil
+	for _, name := range sortedKeys(cfg.Clusters) {
+		c := cfg.Clusters[name]
+		if c == nil {
+			continue
+		}
+		if c.CertificateAuthority != "" {
+			add("cluster", name, CodeFileReference, "kubeconfig cluster %q references a file, which ql3 forbids")
+		}
+		if c.InsecureSkipTLSVerify {
+			add("cluster", name, CodeInsecure, "kubeconfig cluster %q sets insecure-skip-tls-verify, which ql3 forbids")
+		}
+		if c.ProxyURL != "" {
+			add("cluster", name, CodeProxy, "kubeconfig cluster %q sets proxy-url, which ql3 forbids")
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -83,6 +83,10 @@ type Options struct {
 	Dir string
 	// Detach starts the processes in their own session so they outlive the caller (cmd/ql3-cluster).
 	Detach bool
+	// RequestTimeout, if not zero, is kube-apiserver's --request-timeout (default 1m): how long
+	// a request waits, for example on a stopped etcd, before the server answers 504. A fault test
+	// sets it short so that the server error comes within seconds.
+	RequestTimeout time.Duration
 }
 
 // Cluster is one running etcd + kube-apiserver pair.
@@ -101,9 +105,36 @@ type Cluster struct {
 	Token          string
 
 	kubeconfig []byte
-	procs      []*exec.Cmd
-	PIDs       []int
-	ownDir     bool
+	// PIDs are the processes Start launched, etcd first; a restart (StartEtcd, StartAPIServer)
+	// replaces its entry.
+	PIDs   []int
+	ownDir bool
+	detach bool
+	pki    *pki
+
+	etcd, apiserver *proc
+	etcdClient      string // etcd's client URL
+}
+
+// proc is one of the cluster's two processes and how to start it again exactly as before.
+type proc struct {
+	name, bin string
+	args      []string
+	cmd       *exec.Cmd
+	done      chan struct{} // closed once Wait returned: the process is gone and reaped
+	paused    bool          // SIGSTOP sent and not yet undone
+}
+
+func (p *proc) running() bool {
+	if p == nil || p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
 }
 
 func freePort() (int, error) {
@@ -129,7 +160,8 @@ func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) 
 	if err = os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
-	c := &Cluster{Dir: dir, Context: "ql3-admin", TokenContext: "ql3-token", KubectlPath: t.Kubectl, KubectlDigest: t.KubectlDigest, ownDir: own}
+	c := &Cluster{Dir: dir, Context: "ql3-admin", TokenContext: "ql3-token", KubectlPath: t.Kubectl, KubectlDigest: t.KubectlDigest,
+		ownDir: own, detach: opts.Detach}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, c.Logs())
@@ -140,6 +172,7 @@ func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) 
 	if err != nil {
 		return nil, err
 	}
+	c.pki = p
 	c.CAPEM, c.ClientCertPEM, c.ClientKeyPEM = p.ca.certPEM, p.admin.certPEM, p.admin.keyPEM
 	tok := make([]byte, 24)
 	if _, err = rand.Read(tok); err != nil {
@@ -166,18 +199,24 @@ func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) 
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	c.Server = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
-	if err = c.spawn(t.Etcd, "etcd", opts.Detach, "--name=ql3", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client, "--listen-peer-urls="+peer,
-		"--initial-advertise-peer-urls="+peer, "--initial-cluster=ql3="+peer, "--unsafe-no-fsync"); err != nil {
+	c.etcdClient = client
+	c.etcd = &proc{name: "etcd", bin: t.Etcd, args: []string{"--name=ql3", "--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client, "--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer, "--initial-cluster=ql3=" + peer, "--unsafe-no-fsync"}}
+	c.apiserver = &proc{name: "kube-apiserver", bin: t.KubeAPIServer, args: []string{"--etcd-servers=" + client, "--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[2]),
+		"--tls-cert-file=" + filepath.Join(pk, "serving.crt"), "--tls-private-key-file=" + filepath.Join(pk, "serving.key"),
+		"--client-ca-file=" + filepath.Join(pk, "ca.crt"), "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + filepath.Join(pk, "sa.pub"), "--service-account-signing-key-file=" + filepath.Join(pk, "sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/24", "--authorization-mode=RBAC", "--endpoint-reconciler-type=none",
+		"--token-auth-file=" + filepath.Join(pk, "tokens.csv"), "--cert-dir=" + filepath.Join(dir, "apiserver-certs")}}
+	if opts.RequestTimeout > 0 {
+		c.apiserver.args = append(c.apiserver.args, "--request-timeout="+opts.RequestTimeout.String())
+	}
+	if err = c.spawn(c.etcd); err != nil {
 		return nil, err
 	}
-	if err = c.spawn(t.KubeAPIServer, "kube-apiserver", opts.Detach, "--etcd-servers="+client, "--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[2]),
-		"--tls-cert-file="+filepath.Join(pk, "serving.crt"), "--tls-private-key-file="+filepath.Join(pk, "serving.key"),
-		"--client-ca-file="+filepath.Join(pk, "ca.crt"), "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(pk, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(pk, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/24", "--authorization-mode=RBAC", "--endpoint-reconciler-type=none",
-		"--token-auth-file="+filepath.Join(pk, "tokens.csv"), "--cert-dir="+filepath.Join(dir, "apiserver-certs")); err != nil {
+	if err = c.spawn(c.apiserver); err != nil {
 		return nil, err
 	}
 	c.kubeconfig = c.renderKubeconfig()
@@ -189,28 +228,35 @@ func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) 
 	if err = os.WriteFile(c.KubeconfigPath, c.kubeconfig, 0o600); err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
-	if err = c.waitReady(ctx, p); err != nil {
+	if err = c.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) spawn(bin, name string, detach bool, args ...string) error {
-	logf, err := os.OpenFile(filepath.Join(c.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// spawn starts p with its recorded binary and arguments, appending to its log.
+func (c *Cluster) spawn(p *proc) error {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("testcluster: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Dir = c.Dir
 	cmd.Env = []string{"HOME=" + c.Dir, "TMPDIR=" + c.Dir, "PATH=/nonexistent"}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: detach, Pdeathsig: pdeath(detach)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: c.detach, Pdeathsig: pdeath(c.detach)}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testcluster: start %s: %w", name, err)
+		return fmt.Errorf("testcluster: start %s: %w", p.name, err)
 	}
-	c.procs = append(c.procs, cmd)
-	c.PIDs = append(c.PIDs, cmd.Process.Pid)
+	p.cmd, p.paused, p.done = cmd, false, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(p.done)
+	c.PIDs = c.PIDs[:0]
+	for _, q := range []*proc{c.etcd, c.apiserver} {
+		if q != nil && q.cmd != nil {
+			c.PIDs = append(c.PIDs, q.cmd.Process.Pid)
+		}
+	}
 	return nil
 }
 
@@ -221,7 +267,10 @@ func pdeath(detach bool) syscall.Signal {
 	return syscall.SIGKILL
 }
 
-func (c *Cluster) waitReady(ctx context.Context, p *pki) error {
+// waitReady waits until /readyz answers 200 and kube-system can be read; the first time it
+// records the kube-system UID, after a restart it requires the same one.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	p := c.pki
 	pool := x509.NewCertPool()
 	pool.AddCert(p.ca.cert)
 	cert, err := tls.X509KeyPair(p.admin.certPEM, p.admin.keyPEM)
@@ -242,6 +291,9 @@ func (c *Cluster) waitReady(ctx context.Context, p *pki) error {
 		if ready {
 			out, _, err := c.Kubectl(ctx, nil, "get", "namespace", "kube-system", "-o=jsonpath={.metadata.uid}")
 			if err == nil && len(out) > 0 {
+				if c.KubeSystemUID != "" && c.KubeSystemUID != string(out) {
+					return fmt.Errorf("testcluster: kube-system uid %s after a restart, was %s", out, c.KubeSystemUID)
+				}
 				c.KubeSystemUID = string(out)
 				return nil
 			}
@@ -328,25 +380,141 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
 	return nil
 }
 
-// Stop ends exactly the processes Start launched and removes the cluster's directory.
+// Stop ends exactly the processes Start launched (a paused one too) and removes the cluster's
+// directory.
 func (c *Cluster) Stop() error {
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
+	for _, p := range []*proc{c.apiserver, c.etcd} {
+		c.end(p)
 	}
-	c.procs = nil
 	if c.ownDir {
 		return os.RemoveAll(c.Dir)
 	}
 	return nil
+}
+
+// end stops p if it runs: SIGTERM, then SIGCONT so that a paused process can act on it, then
+// SIGKILL after 5 s; it returns once the process is reaped.
+func (c *Cluster) end(p *proc) {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	p.paused = false
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// The fault controls below change one process of a running cluster and return once the cluster
+// shows the expected state. They are not safe for concurrent use; a test that uses them should
+// have a cluster of its own, since every other user of the cluster sees the fault.
+
+// StopAPIServer ends kube-apiserver and returns once its port refuses connections.
+func (c *Cluster) StopAPIServer(ctx context.Context) error {
+	c.end(c.apiserver)
+	return waitRefused(ctx, strings.TrimPrefix(c.Server, "https://"))
+}
+
+// StartAPIServer starts kube-apiserver again with the same flags, port and certificates (so
+// every kubeconfig made for the cluster keeps working) and returns once it is ready and shows
+// the same kube-system UID.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	if c.apiserver.running() {
+		return errors.New("testcluster: kube-apiserver is running")
+	}
+	if err := c.spawn(c.apiserver); err != nil {
+		return err
+	}
+	return c.waitReady(ctx)
+}
+
+// PauseAPIServer stops kube-apiserver with SIGSTOP and returns once the kernel shows it stopped:
+// its port still accepts connections, nothing answers on them.
+func (c *Cluster) PauseAPIServer(ctx context.Context) error {
+	if !c.apiserver.running() {
+		return errors.New("testcluster: kube-apiserver is not running")
+	}
+	if err := c.apiserver.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("testcluster: SIGSTOP kube-apiserver: %w", err)
+	}
+	c.apiserver.paused = true
+	pid := c.apiserver.cmd.Process.Pid
+	return poll(ctx, "kube-apiserver stopped", func() bool { return procState(pid) == 'T' })
+}
+
+// ResumeAPIServer continues a paused kube-apiserver with SIGCONT and returns once it is ready.
+func (c *Cluster) ResumeAPIServer(ctx context.Context) error {
+	if !c.apiserver.running() {
+		return errors.New("testcluster: kube-apiserver is not running")
+	}
+	if err := c.apiserver.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("testcluster: SIGCONT kube-apiserver: %w", err)
+	}
+	c.apiserver.paused = false
+	return c.waitReady(ctx)
+}
+
+// StopEtcd ends etcd behind the running kube-apiserver and returns once etcd's client port
+// refuses connections.
+func (c *Cluster) StopEtcd(ctx context.Context) error {
+	c.end(c.etcd)
+	return waitRefused(ctx, strings.TrimPrefix(c.etcdClient, "http://"))
+}
+
+// StartEtcd starts etcd again on the same ports and data directory and returns once the whole
+// cluster is ready again (kube-apiserver reconnects on its own) with the same kube-system UID.
+func (c *Cluster) StartEtcd(ctx context.Context) error {
+	if c.etcd.running() {
+		return errors.New("testcluster: etcd is running")
+	}
+	if err := c.spawn(c.etcd); err != nil {
+		return err
+	}
+	return c.waitReady(ctx)
+}
+
+// waitRefused returns once a TCP connect to addr is refused (nothing listens there).
+func waitRefused(ctx context.Context, addr string) error {
+	return poll(ctx, addr+" refusing connections", func() bool {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	})
+}
+
+// poll checks cond every 50 ms for up to 60 s (or ctx's deadline).
+func poll(ctx context.Context, what string, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testcluster: waiting for %s: %w", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// procState is the state letter of /proc/PID/stat ('T' for stopped), 0 when unreadable.
+func procState(pid int) byte {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// The command name in parentheses may hold spaces; the state follows its closing one.
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 || i+2 >= len(raw) {
+		return 0
+	}
+	return raw[i+2]
 }
 
 // Logs returns the etcd and apiserver log text for a failing test to print.
