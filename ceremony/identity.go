@@ -64,6 +64,10 @@ func ClusterIdentity(ctx context.Context, o IdentityOptions) (*Identity, error) 
 		return nil, refuse.Wrap(CodeKubectlStep, err, "kubectl step %s", evidence.StepIdentity)
 	}
 	if res.ExitCode != 0 {
+		if c := kubeout.Classify(res.Stderr); c.Code != "" {
+			return nil, refuse.New(c.Code, "%s: %s (kubectl exited %d; stderr not stored: cluster identity writes no store)",
+				evidence.StepIdentity, c.Detail, res.ExitCode).WithHint("%s", c.Hint)
+		}
 		return nil, refuse.New(kubeout.CodeIdentityOutput, "%s: kubectl exited %d (%d bytes of stderr, not stored: cluster identity writes no store)",
 			evidence.StepIdentity, res.ExitCode, len(res.Stderr))
 	}

@@ -149,6 +149,7 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newRunCmd(o),
 		newCommandCmd(o),
 		newClusterCmd(o),
+		newKubeconfigCmd(o),
 		newAuditCmd(o),
 		newAttestCmd(o),
 		newStoreCmd(o),
