@@ -244,6 +244,9 @@ func storeErr(err error, what string) error {
 // kubectl hashes are the start one in OpenExecutable and the end one of startEndHash).
 func (s *session) reverify() error {
 	for _, f := range []*stablefile.File{s.cmdFile, s.manifest, s.report, s.kubeconfig} {
+		if f == nil {
+			continue // a live audit reads no manifest or lock report from disk
+		}
 		if err := f.Reverify(); err != nil {
 			return err
 		}

@@ -224,6 +224,8 @@ type Preflight struct {
 	KubernetesMutation bool          `json:"kubernetesMutation"` // always false
 	StartedAt          string        `json:"startedAt"`
 	FinishedAt         string        `json:"finishedAt"`
+	// Plan is present when the store held a receipt of the same cluster (evidence.Plan).
+	Plan *Descriptor `json:"plan,omitempty"`
 }
 
 // Intent is written before the first mutation of an apply (qinglong/ql3-apply-intent@v1) and

@@ -351,10 +351,29 @@ func (s *Store) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
 
 func checkKind(kind string) error {
 	switch kind {
-	case evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights:
+	case evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights, evidence.IndexLiveAudits:
 		return nil
 	}
 	return refuse.New(CodeIndexKind, "unknown index kind %q", kind)
+}
+
+// optionalKinds are the index kinds added after stores were first written: their directory is
+// made by the first entry, so an older store opens, lists and audits unchanged.
+var optionalKinds = map[string]bool{evidence.IndexLiveAudits: true}
+
+// optionalKindDir checks an optional kind's directory as Open checks the others, creating it
+// first when create is set.
+func (s *Store) optionalKindDir(kind string, create bool) error {
+	if !optionalKinds[kind] {
+		return nil
+	}
+	p := filepath.Join(s.root, "index", kind)
+	if create {
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return refuse.Wrap(CodeStoreIO, err, "create index/%s", kind)
+		}
+	}
+	return checkDir(p, "index/"+kind)
 }
 
 // maxIndexEntry bounds an index entry: one canonical descriptor is under 300 bytes.
@@ -370,6 +389,9 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 	}
 	b, err := evidence.MarshalRecord(d)
 	if err != nil {
+		return err
+	}
+	if err := s.optionalKindDir(kind, true); err != nil {
 		return err
 	}
 	p := filepath.Join(s.root, "index", kind, key.Encoded())
@@ -436,8 +458,14 @@ func (s *Store) ListIndex(kind string) ([]IndexEntry, error) {
 		return nil, err
 	}
 	ents, err := os.ReadDir(filepath.Join(s.root, "index", kind))
+	if errors.Is(err, os.ErrNotExist) && optionalKinds[kind] {
+		return nil, nil // a store written before the kind existed
+	}
 	if err != nil {
 		return nil, refuse.Wrap(CodeStoreIO, err, "list index %s", kind)
+	}
+	if err := s.optionalKindDir(kind, false); err != nil {
+		return nil, err
 	}
 	var out []IndexEntry
 	for _, e := range ents {

@@ -36,6 +36,7 @@ type Report struct {
 	Receipts   []IndexEntry `json:"receipts"`
 	Preflights []IndexEntry `json:"preflights"`
 	Intents    []IndexEntry `json:"intents"`
+	LiveAudits []IndexEntry `json:"liveAudits"`
 	// Unfinished are the intents (keyed by apply command digest) that have no receipt: the apply
 	// may have mutated the cluster without publishing a receipt; rerunning it recovers.
 	Unfinished   []IndexEntry    `json:"unfinished"`
@@ -53,7 +54,7 @@ func (r *Report) bad(path string, err error) {
 
 // Verify checks every object and index entry and keeps going after a finding.
 func (s *Store) Verify() (*Report, error) {
-	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{},
+	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{}, LiveAudits: []IndexEntry{},
 		Unfinished: []IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []Finding{}, Hints: []Finding{}}
 	good := map[digest.Digest]int64{} // intact objects and their sizes
 	blobs := filepath.Join(s.root, "blobs")
@@ -133,7 +134,7 @@ func (s *Store) Verify() (*Report, error) {
 		}
 	}
 	receipts := map[digest.Digest]bool{}
-	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights} {
+	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights, evidence.IndexLiveAudits} {
 		es, err := s.ListIndex(kind)
 		if err != nil {
 			r.bad("index/"+kind, err)
@@ -147,6 +148,8 @@ func (s *Store) Verify() (*Report, error) {
 				receipts[e.Key] = true
 			case evidence.IndexIntents:
 				r.Intents = append(r.Intents, e)
+			case evidence.IndexLiveAudits:
+				r.LiveAudits = append(r.LiveAudits, e)
 			default:
 				r.Preflights = append(r.Preflights, e)
 			}
