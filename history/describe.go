@@ -63,7 +63,7 @@ func Describe(st *store.Store, d digest.Digest) (*Description, error) {
 	if evidence.Validate(b) != nil || json.Unmarshal(b, &probe) != nil {
 		return nil, refuse.New(CodeNotRoot, "%s is a blob, not a root record", d)
 	}
-	sc := &scanned{st: st, contexts: map[digest.Digest]string{}}
+	sc := &scanned{st: st, contexts: map[digest.Digest]string{}, strict: true}
 	desc := func(mt string) evidence.Descriptor {
 		return evidence.Descriptor{MediaType: mt, Digest: d, Size: int64(len(b))}
 	}
@@ -181,7 +181,7 @@ func supersession(st *store.Store, out *Description) error {
 	}
 	var same []receipt
 	for _, r := range sc.receipts {
-		if r.rec.ClusterUID == out.ClusterUID {
+		if r.cluster == out.ClusterUID {
 			same = append(same, r)
 		}
 	}
@@ -191,11 +191,11 @@ func supersession(st *store.Store, out *Description) error {
 		}
 		if i > 0 {
 			p := same[i-1]
-			out.Supersedes = &Ref{Receipt: p.desc.Digest, Release: p.rec.Lock.ReleaseVersion, FinishedAt: p.rec.FinishedAt}
+			out.Supersedes = &Ref{Receipt: p.desc.Digest, Release: p.release, FinishedAt: p.finishedAt}
 		}
 		if i+1 < len(same) {
 			n := same[len(same)-1]
-			out.SupersededBy = &Ref{Receipt: n.desc.Digest, Release: n.rec.Lock.ReleaseVersion, FinishedAt: n.rec.FinishedAt}
+			out.SupersededBy = &Ref{Receipt: n.desc.Digest, Release: n.release, FinishedAt: n.finishedAt}
 		}
 	}
 	return nil

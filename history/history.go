@@ -122,11 +122,11 @@ func Short(d digest.Digest) string {
 	return string(d.Algorithm()) + ":" + d.Encoded()[:12]
 }
 
-// receipt is one published receipt, decoded.
+// receipt is one published receipt.
 type receipt struct {
-	desc evidence.Descriptor
-	rec  *evidence.Receipt
-	at   time.Time
+	desc                          evidence.Descriptor
+	release, cluster, finishedAt string
+	at                            time.Time
 }
 
 // scanned is everything History and Describe need from the index.
@@ -135,6 +135,7 @@ type scanned struct {
 	receipts []receipt // oldest first
 	contexts map[digest.Digest]string
 	st       *store.Store
+	strict   bool // decode under the full record rules (Describe); a listing reads fields only
 }
 
 func parseTime(s string, d digest.Digest) (time.Time, error) {
@@ -145,6 +146,7 @@ func parseTime(s string, d digest.Digest) (time.Time, error) {
 	return t, nil
 }
 
+// load reads the record d names into v, which must carry the schema mediaType names.
 func (sc *scanned) load(d evidence.Descriptor, mediaType string, v any) error {
 	if d.MediaType != mediaType {
 		return refuse.New(CodeRecordInvalid, "index names %s with media type %s, want %s", d.Digest, refuse.Ident(d.MediaType), mediaType)
@@ -156,34 +158,85 @@ func (sc *scanned) load(d evidence.Descriptor, mediaType string, v any) error {
 	if int64(len(b)) != d.Size {
 		return refuse.New(store.CodeObjectSize, "object %s has %d bytes, its index entry says %d", d.Digest, len(b), d.Size)
 	}
-	if err := evidence.DecodeRecord(mediaType, b, v); err != nil {
+	if sc.strict {
+		if err := evidence.DecodeRecord(mediaType, b, v); err != nil {
+			return refuse.Wrap(CodeRecordInvalid, err, "record %s", d.Digest)
+		}
+		return nil
+	}
+	// A listing reads thousands of records: the store re-hashed this one against its name, so it
+	// is the record the ceremony wrote; the few fields a line shows are read with encoding/json
+	// into a narrow shape and the schema is checked. The full record rules are the auditor's
+	// (ql3 audit), and Describe applies them.
+	if err := json.Unmarshal(b, v); err != nil {
 		return refuse.Wrap(CodeRecordInvalid, err, "record %s", d.Digest)
+	}
+	want, _ := evidence.RecordSchema(mediaType)
+	if s, ok := v.(interface{ schema() string }); ok && s.schema() != want {
+		return refuse.New(CodeRecordInvalid, "record %s is not a %s record", d.Digest, want)
 	}
 	return nil
 }
+
+// line is the narrow shape of every root record a history line reads.
+type line struct {
+	Schema     string `json:"schema"`
+	Command    evidence.Descriptor
+	Preflight  evidence.Descriptor
+	Lock       struct{ ReleaseVersion string }
+	ClusterUID string
+	Recovered  bool
+	FinishedAt string
+	CreatedAt  string
+	Converged  bool
+	Verdicts   []struct{ Verdict string }
+}
+
+func (l *line) schema() string { return l.Schema }
+
+type commandLine struct {
+	Schema     string `json:"schema"`
+	Kubeconfig struct{ Context string }
+}
+
+func (c *commandLine) schema() string { return c.Schema }
 
 // context returns the kubeconfig context of the command record d (read once per command).
 func (sc *scanned) context(d evidence.Descriptor) (string, error) {
 	if c, ok := sc.contexts[d.Digest]; ok {
 		return c, nil
 	}
-	var c evidence.Command
-	if err := sc.load(d, evidence.MediaTypeCommand, &c); err != nil {
-		return "", err
+	var ctx string
+	if sc.strict {
+		var c evidence.Command
+		if err := sc.load(d, evidence.MediaTypeCommand, &c); err != nil {
+			return "", err
+		}
+		ctx = c.Kubeconfig.Context
+	} else {
+		var c commandLine
+		if err := sc.load(d, evidence.MediaTypeCommand, &c); err != nil {
+			return "", err
+		}
+		ctx = c.Kubeconfig.Context
 	}
-	sc.contexts[d.Digest] = c.Kubeconfig.Context
-	return c.Kubeconfig.Context, nil
+	sc.contexts[d.Digest] = ctx
+	return ctx, nil
 }
 
 func scan(st *store.Store) (*scanned, error) {
 	sc := &scanned{st: st, contexts: map[digest.Digest]string{}}
-	add := func(e Entry, at string) error {
-		t, err := parseTime(at, e.Digest)
+	add := func(kind string, key evidence.Descriptor, l *line, verdict, at string) error {
+		t, err := parseTime(at, key.Digest)
 		if err != nil {
 			return err
 		}
-		e.Time, e.at = t.UTC().Format(time.RFC3339), t
-		sc.entries = append(sc.entries, e)
+		ctx, err := sc.context(l.Command)
+		if err != nil {
+			return err
+		}
+		sc.entries = append(sc.entries, Entry{Kind: kind, Release: l.Lock.ReleaseVersion, ClusterUID: l.ClusterUID, Context: ctx,
+			Recovered: l.Recovered, Verdict: verdict, Digest: key.Digest, Command: l.Command.Digest, Time: t.UTC().Format(time.RFC3339), at: t})
 		return nil
 	}
 	rcs, err := st.ListIndex(evidence.IndexReceipts)
@@ -192,56 +245,38 @@ func scan(st *store.Store) (*scanned, error) {
 	}
 	done := map[digest.Digest]bool{}
 	for _, ie := range rcs {
-		var rc evidence.Receipt
-		if err := sc.load(ie.Descriptor, evidence.MediaTypeReceipt, &rc); err != nil {
+		var l line
+		if err := sc.load(ie.Descriptor, evidence.MediaTypeReceipt, &l); err != nil {
 			return nil, err
 		}
-		ctx, err := sc.context(rc.Command)
-		if err != nil {
+		if err := add(KindReceipt, ie.Descriptor, &l, "", l.FinishedAt); err != nil {
 			return nil, err
 		}
-		if err := add(Entry{Kind: KindReceipt, Release: rc.Lock.ReleaseVersion, ClusterUID: rc.ClusterUID, Context: ctx,
-			Recovered: rc.Recovered, Digest: ie.Descriptor.Digest, Command: rc.Command.Digest}, rc.FinishedAt); err != nil {
-			return nil, err
-		}
-		last := sc.entries[len(sc.entries)-1]
-		sc.receipts = append(sc.receipts, receipt{desc: ie.Descriptor, rec: &rc, at: last.at})
+		sc.receipts = append(sc.receipts, receipt{desc: ie.Descriptor, release: l.Lock.ReleaseVersion, cluster: l.ClusterUID,
+			finishedAt: l.FinishedAt, at: sc.entries[len(sc.entries)-1].at})
 		done[ie.Key] = true
 	}
-	pfs, err := st.ListIndex(evidence.IndexPreflights)
-	if err != nil {
-		return nil, err
-	}
-	for _, ie := range pfs {
-		var p evidence.Preflight
-		if err := sc.load(ie.Descriptor, evidence.MediaTypePreflight, &p); err != nil {
-			return nil, err
-		}
-		ctx, err := sc.context(p.Command)
+	for _, k := range []struct{ index, mediaType, kind string }{
+		{evidence.IndexPreflights, evidence.MediaTypePreflight, KindPreflight},
+		{evidence.IndexLiveAudits, evidence.MediaTypeLiveAudit, KindLiveAudit},
+	} {
+		es, err := st.ListIndex(k.index)
 		if err != nil {
 			return nil, err
 		}
-		if err := add(Entry{Kind: KindPreflight, Release: p.Lock.ReleaseVersion, ClusterUID: p.ClusterUID, Context: ctx,
-			Digest: ie.Descriptor.Digest, Command: p.Command.Digest}, p.FinishedAt); err != nil {
-			return nil, err
-		}
-	}
-	las, err := st.ListIndex(evidence.IndexLiveAudits)
-	if err != nil {
-		return nil, err
-	}
-	for _, ie := range las {
-		var la evidence.LiveAudit
-		if err := sc.load(ie.Descriptor, evidence.MediaTypeLiveAudit, &la); err != nil {
-			return nil, err
-		}
-		ctx, err := sc.context(la.Command)
-		if err != nil {
-			return nil, err
-		}
-		if err := add(Entry{Kind: KindLiveAudit, Release: la.Lock.ReleaseVersion, ClusterUID: la.ClusterUID, Context: ctx,
-			Verdict: liveVerdict(&la), Digest: ie.Descriptor.Digest, Command: la.Command.Digest}, la.FinishedAt); err != nil {
-			return nil, err
+		for _, ie := range es {
+			var l line
+			if err := sc.load(ie.Descriptor, k.mediaType, &l); err != nil {
+				return nil, err
+			}
+			verdict := ""
+			if k.kind == KindLiveAudit {
+				verdict = liveVerdict(&l)
+			}
+			l.Recovered = false
+			if err := add(k.kind, ie.Descriptor, &l, verdict, l.FinishedAt); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ins, err := st.ListIndex(evidence.IndexIntents)
@@ -252,20 +287,15 @@ func scan(st *store.Store) (*scanned, error) {
 		if done[ie.Key] {
 			continue
 		}
-		var in evidence.Intent
-		if err := sc.load(ie.Descriptor, evidence.MediaTypeIntent, &in); err != nil {
+		var l, p line
+		if err := sc.load(ie.Descriptor, evidence.MediaTypeIntent, &l); err != nil {
 			return nil, err
 		}
-		var p evidence.Preflight
-		if err := sc.load(in.Preflight, evidence.MediaTypePreflight, &p); err != nil {
+		if err := sc.load(l.Preflight, evidence.MediaTypePreflight, &p); err != nil {
 			return nil, err
 		}
-		ctx, err := sc.context(in.Command)
-		if err != nil {
-			return nil, err
-		}
-		if err := add(Entry{Kind: KindUnfinished, Release: p.Lock.ReleaseVersion, ClusterUID: in.ClusterUID, Context: ctx,
-			Verdict: "may be partial", Digest: ie.Descriptor.Digest, Command: in.Command.Digest}, in.CreatedAt); err != nil {
+		l.Lock = p.Lock
+		if err := add(KindUnfinished, ie.Descriptor, &l, "may be partial", l.CreatedAt); err != nil {
 			return nil, err
 		}
 	}
@@ -286,7 +316,7 @@ func scan(st *store.Store) (*scanned, error) {
 	return sc, nil
 }
 
-func liveVerdict(la *evidence.LiveAudit) string {
+func liveVerdict(la *line) string {
 	n := 0
 	for _, v := range la.Verdicts {
 		if v.Verdict == evidence.VerdictConverged {
