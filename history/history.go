@@ -124,9 +124,9 @@ func Short(d digest.Digest) string {
 
 // receipt is one published receipt.
 type receipt struct {
-	desc                          evidence.Descriptor
+	desc                         evidence.Descriptor
 	release, cluster, finishedAt string
-	at                            time.Time
+	at                           time.Time
 }
 
 // scanned is everything History and Describe need from the index.

@@ -59,7 +59,9 @@ func (s *synth) blob(mt, content string) evidence.Descriptor {
 	return d
 }
 
-func (s *synth) at(minutes int) string { return s.t0.Add(time.Duration(minutes) * time.Minute).Format(time.RFC3339Nano) }
+func (s *synth) at(minutes int) string {
+	return s.t0.Add(time.Duration(minutes) * time.Minute).Format(time.RFC3339Nano)
+}
 
 // command stores a distinct command record of cluster and returns it.
 func (s *synth) command(kind, cluster string) evidence.Descriptor {
