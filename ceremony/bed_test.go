@@ -36,6 +36,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if cf := os.Getenv(sigintEnv); cf != "" {
+		os.Exit(sigintChild(cf))
+	}
 	if cf := os.Getenv(childEnv); cf != "" {
 		at := os.Getenv(killEnv)
 		if at == "" {

@@ -137,7 +137,11 @@ func LiveAudit(ctx context.Context, opts Options) (*LiveAuditResult, error) {
 		return nil, err
 	}
 	defer s.close()
-	return s.liveAudit(ctx)
+	res, err := s.liveAudit(ctx)
+	if refuse.CodeOf(err) == CodeLiveDrift {
+		return res, err
+	}
+	return res, interrupted(ctx, opts, pc, err)
 }
 
 func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {

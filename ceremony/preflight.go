@@ -32,9 +32,11 @@ func Execute(ctx context.Context, opts Options, cf *CommandFile) (*Result, error
 	opts.complete()
 	switch cf.Parsed.Command.Command {
 	case evidence.CommandPreflight:
-		return preflight(ctx, opts, cf.Parsed, cf.file)
+		res, err := preflight(ctx, opts, cf.Parsed, cf.file)
+		return res, interrupted(ctx, opts, cf.Parsed, err)
 	case evidence.CommandApply:
-		return apply(ctx, opts, cf.Parsed, cf.file)
+		res, err := apply(ctx, opts, cf.Parsed, cf.file)
+		return res, interrupted(ctx, opts, cf.Parsed, err)
 	default:
 		return nil, refuse.New(CodeCommandUnknown, "command %s is run by ql3 audit or ql3 run", cf.Parsed.Command.Command)
 	}
