@@ -148,7 +148,7 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 	pc := s.pc
 	res := &LiveAuditResult{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store,
 		ClusterUID: pc.Command.ExpectedClusterUID}
-	p := &progress{w: s.opts.Progress, total: 7, now: s.opts.Now}
+	p := &progress{w: s.opts.Progress, total: 6, now: s.opts.Now}
 	var rcDesc evidence.Descriptor
 	var rc evidence.Receipt
 	var manBytes []byte
@@ -159,22 +159,39 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 		title string
 		f     func() error
 	}{
-		{"load receipt and its manifest from the store", func() error {
+		// OpenExecutable hashes kubectl in full (the start-of-run full hash, about 50 ms) on the
+		// other core while the receipt is loaded, its lock verified and the inputs stored.
+		{"load receipt from the store, read and verify inputs", func() error {
+			type opened struct {
+				exe *stablefile.Executable
+				err error
+			}
+			exeCh := make(chan opened, 1)
+			go func() {
+				exe, err := stablefile.OpenExecutable(pc.Command.Kubectl.Path, pc.Command.Kubectl.Digest)
+				exeCh <- opened{exe, err}
+			}()
 			var err error
-			if rcDesc, err = s.liveReceipt(&rc); err != nil {
+			if rcDesc, err = s.liveReceipt(&rc); err == nil {
+				if manBytes, err = s.receiptLock(&rc); err == nil {
+					inputs, err = s.liveInputs()
+				}
+			}
+			o := <-exeCh
+			s.exe = o.exe
+			if err != nil {
 				return err
 			}
-			manBytes, err = s.receiptLock(&rc)
-			return err
-		}},
-		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash.
-		{"read and verify inputs, offline checks", func() error {
-			var err error
-			inputs, err = s.liveInputs()
-			return err
+			if o.err != nil {
+				return o.err
+			}
+			return s.liveKubectl(&inputs)
 		}},
 		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
 		{"convergence read", func() error {
+			// The end-of-run kubectl hash overlaps the two last reads; reverifyEnd's identity
+			// check after the final read refuses a write to kubectl after the hash read it.
+			s.startEndHash()
 			r, err := s.run(ctx, evidence.StepConvergence, manBytes)
 			if err != nil {
 				return err
@@ -182,10 +199,7 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 			conv = &kubectlOutcome{exit: r.ExitCode, stdout: r.Stdout, stderrBytes: len(r.Stderr)}
 			return nil
 		}},
-		{"final identity read", func() error {
-			s.startEndHash()
-			return s.identity(ctx, evidence.StepIdentityFinal)
-		}},
+		{"final identity read", func() error { return s.identity(ctx, evidence.StepIdentityFinal) }},
 		{"re-verify inputs, judge every object", func() error {
 			if err := s.reverifyEnd(); err != nil {
 				return err
@@ -339,24 +353,18 @@ func (s *session) receiptLock(rc *evidence.Receipt) ([]byte, error) {
 	return man, nil
 }
 
-// liveInputs reads the inputs a live audit takes from disk (the command file was read already):
-// the kubeconfig, under the same policy, and kubectl through its held descriptor; then stores
-// their evidence.
+// liveInputs reads the kubeconfig, under the ceremony's policy (the command file was read
+// already), and stores the evidence of both; kubectl's is stored by liveKubectl.
 func (s *session) liveInputs() (evidence.LiveAuditInputs, error) {
 	var in evidence.LiveAuditInputs
 	c := &s.pc.Command
 	var err error
-	if s.exe, err = stablefile.OpenExecutable(c.Kubectl.Path, c.Kubectl.Digest); err != nil {
-		return in, err
-	}
 	if s.kubeconfig, err = readPinned(c.Kubeconfig.Path, evidence.RoleKubeconfig, MaxKubeconfig, c.Kubeconfig.Digest); err != nil {
 		return in, err
 	}
 	if s.summary, err = kubeconfig.Check(s.kubeconfig.Bytes, c.Kubeconfig.Context); err != nil {
 		return in, err
 	}
-	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
-		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
 	put := func(mt string, v any) evidence.Descriptor {
 		if err != nil {
 			return evidence.Descriptor{}
@@ -376,11 +384,22 @@ func (s *session) liveInputs() (evidence.LiveAuditInputs, error) {
 	s.kcDesc = put(evidence.MediaTypeKubeconfig, s.summary)
 	in.CommandFile = put(evidence.MediaTypeInput, s.cmdFile.Input(&raw))
 	in.Kubeconfig = put(evidence.MediaTypeInput, s.kubeconfig.Input(nil))
-	in.Kubectl = put(evidence.MediaTypeInput, s.exe.Input())
 	if err != nil {
 		return in, storeErr(err, "inputs")
 	}
 	return in, nil
+}
+
+// liveKubectl stores kubectl's input record once its start hash is done, and makes the runner.
+func (s *session) liveKubectl(in *evidence.LiveAuditInputs) error {
+	c := &s.pc.Command
+	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
+		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
+	var err error
+	if in.Kubectl, _, err = s.st.PutRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
+		return storeErr(err, "kubectl input")
+	}
+	return nil
 }
 
 func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Receipt, in evidence.LiveAuditInputs, fs []convergence.Finding) (evidence.Descriptor, error) {
