@@ -219,6 +219,8 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 	switch kind {
 	case KindReceipt:
 		a.receipt(root)
+	case KindLiveAudit:
+		a.liveAudit(root)
 	default:
 		a.preflightRoot(root)
 	}

@@ -30,6 +30,8 @@ func (a *auditor) subjectKind(d digest.Digest) (string, string, error) {
 		return KindReceipt, evidence.MediaTypeReceipt, nil
 	case evidence.SchemaPreflight:
 		return KindPreflight, evidence.MediaTypePreflight, nil
+	case evidence.SchemaLiveAudit:
+		return KindLiveAudit, evidence.MediaTypeLiveAudit, nil
 	}
 	return "", "", refuse.New(CodeSubject, "object %s is neither a receipt nor a preflight report", d)
 }

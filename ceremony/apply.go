@@ -2,6 +2,7 @@ package ceremony
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -64,6 +65,9 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 			(&progress{w: opts.Progress, total: 1, now: opts.Now}).step("existing receipt (offline)", func() error { return nil })
 		}
 		res.Receipt, res.Intent, res.Recovered, res.Offline, res.OK = d.Digest, r.Intent.Digest, r.Recovered, true, true
+		if err := s.offlineAnswer(res, d, &r); err != nil {
+			return nil, err
+		}
 		return res, nil
 	}
 
@@ -91,6 +95,9 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 					return err
 				}
 				intentDesc, recovered = d, true
+				if opts.Progress != nil {
+					fmt.Fprintf(opts.Progress, "recovering from intent %s (written %s): an earlier attempt may have mutated the cluster; rolling forward\n", d.Digest, in.CreatedAt)
+				}
 			}
 			return nil
 		}},

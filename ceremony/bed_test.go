@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
@@ -33,6 +36,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if cf := os.Getenv(sigintEnv); cf != "" {
+		os.Exit(sigintChild(cf))
+	}
 	if cf := os.Getenv(childEnv); cf != "" {
 		at := os.Getenv(killEnv)
 		if at == "" {
@@ -66,6 +72,8 @@ type bed struct {
 	// stores are further stores the bed's commands used (a benchmark uses one per apply); they
 	// are checked like the bed's own.
 	stores []string
+	// forged are live-audit reports a test rewrote on purpose; the check does not audit them.
+	forged []digest.Digest
 }
 
 var namespaces atomic.Int64
@@ -267,7 +275,10 @@ func (b *bed) checkStore(dir string, scan func(where string, data []byte)) {
 		t.Errorf("store verify: %v %+v", err, rep)
 		return
 	}
-	for _, e := range append(rep.Receipts, rep.Preflights...) {
+	for _, e := range append(append(rep.Receipts, rep.Preflights...), rep.LiveAudits...) {
+		if slices.Contains(b.forged, e.Descriptor.Digest) {
+			continue
+		}
 		ar, err := audit.Audit(st, e.Descriptor.Digest)
 		if err != nil || ar.Err() != nil {
 			t.Errorf("audit of %s %s: %v %v", e.Kind, e.Descriptor.Digest, err, ar.Err())

@@ -168,10 +168,10 @@ func validateCommand(c *evidence.Command) error {
 		return refuse.New(CodeCommandSchema, "command file: schema is not %s", evidence.SchemaCommand)
 	}
 	switch c.Command {
-	case evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit:
+	case evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit, evidence.CommandLiveAudit:
 	default:
-		return refuse.New(CodeCommandUnknown, "command file: command is not one of %s, %s, %s",
-			evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit)
+		return refuse.New(CodeCommandUnknown, "command file: command is not one of %s, %s, %s, %s",
+			evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit, evidence.CommandLiveAudit)
 	}
 	paths := []struct{ name, p string }{
 		{"store", c.Store}, {"manifest.path", c.Manifest.Path}, {"lockReport.path", c.LockReport.Path},
@@ -218,8 +218,8 @@ func validateCommand(c *evidence.Command) error {
 	if (c.Preflight != nil) != (c.Command == evidence.CommandApply) {
 		return refuse.New(CodeCommandField, "command file: preflight must be present exactly for %s", evidence.CommandApply)
 	}
-	if (c.Receipt != nil) != (c.Command == evidence.CommandReceiptAudit) {
-		return refuse.New(CodeCommandField, "command file: receipt must be present exactly for %s", evidence.CommandReceiptAudit)
+	if (c.Receipt != nil) != (c.Command == evidence.CommandReceiptAudit || c.Command == evidence.CommandLiveAudit) {
+		return refuse.New(CodeCommandField, "command file: receipt must be present exactly for %s and %s", evidence.CommandReceiptAudit, evidence.CommandLiveAudit)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func goodCommand(cmd string) map[string]any {
 	switch cmd {
 	case evidence.CommandApply:
 		m["preflight"] = dB
-	case evidence.CommandReceiptAudit:
+	case evidence.CommandReceiptAudit, evidence.CommandLiveAudit:
 		m["receipt"] = dB
 	}
 	return m
@@ -47,7 +47,7 @@ func encode(t *testing.T, m map[string]any) []byte {
 }
 
 func TestParseCommandGood(t *testing.T) {
-	for _, cmd := range []string{evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit} {
+	for _, cmd := range []string{evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit, evidence.CommandLiveAudit} {
 		p, err := ParseCommand(encode(t, goodCommand(cmd)))
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
@@ -142,6 +142,10 @@ func TestParseCommandRefusals(t *testing.T) {
 		{name: "receipt on apply", cmd: evidence.CommandApply, edit: func(m map[string]any) { m["receipt"] = dB }, code: CodeCommandField},
 		// audit without receipt
 		{name: "audit without receipt", cmd: evidence.CommandReceiptAudit, edit: func(m map[string]any) { delete(m, "receipt") }, code: CodeCommandField},
+		// live audit without receipt, and with a preflight
+		{name: "live audit without receipt", cmd: evidence.CommandLiveAudit, edit: func(m map[string]any) { delete(m, "receipt") }, code: CodeCommandField},
+		{name: "live audit with preflight", cmd: evidence.CommandLiveAudit, edit: func(m map[string]any) { m["preflight"] = dB }, code: CodeCommandField},
+		{name: "bad live audit receipt digest", cmd: evidence.CommandLiveAudit, edit: func(m map[string]any) { m["receipt"] = "sha256:x" }, code: CodeCommandDigest},
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {
@@ -177,7 +181,7 @@ func TestExpect(t *testing.T) {
 }
 
 func FuzzParseCommand(f *testing.F) {
-	for _, cmd := range []string{evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit} {
+	for _, cmd := range []string{evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit, evidence.CommandLiveAudit} {
 		b, _ := json.Marshal(goodCommand(cmd))
 		f.Add(b)
 	}

@@ -33,9 +33,11 @@ func Execute(ctx context.Context, opts Options, cf *CommandFile) (*Result, error
 	opts.complete()
 	switch cf.Parsed.Command.Command {
 	case evidence.CommandPreflight:
-		return preflight(ctx, opts, cf.Parsed, cf.file)
+		res, err := preflight(ctx, opts, cf.Parsed, cf.file)
+		return res, interrupted(ctx, opts, cf.Parsed, err)
 	case evidence.CommandApply:
-		return apply(ctx, opts, cf.Parsed, cf.file)
+		res, err := apply(ctx, opts, cf.Parsed, cf.file)
+		return res, interrupted(ctx, opts, cf.Parsed, err)
 	default:
 		return nil, refuse.New(CodeCommandUnknown, "command %s is run by ql3 audit or ql3 run", cf.Parsed.Command.Command)
 	}
@@ -74,7 +76,8 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 		return nil, err
 	}
 	defer s.close()
-	p := &progress{w: opts.Progress, total: 6, now: opts.Now}
+	p := &progress{w: opts.Progress, total: 7, now: opts.Now}
+	var plan *evidence.Descriptor
 	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store}
 	steps := []struct {
 		title string
@@ -93,8 +96,13 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
 		{"server-side dry-run", func() error { s.startEndHash(); return s.dryRun(ctx) }},
 		{"re-verify inputs", s.reverifyEnd},
+		{"plan against the cluster's latest receipt (offline)", func() error {
+			var err error
+			plan, err = s.plan(res)
+			return err
+		}},
 		{"publish preflight report", func() error {
-			d, err := s.publishPreflight()
+			d, err := s.publishPreflight(plan)
 			if err == nil {
 				res.Preflight = d.Digest
 			}
@@ -122,13 +130,13 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 	return res, nil
 }
 
-func (s *session) publishPreflight() (evidence.Descriptor, error) {
+func (s *session) publishPreflight(plan *evidence.Descriptor) (evidence.Descriptor, error) {
 	rec := evidence.Preflight{
 		Schema: evidence.SchemaPreflight, Command: s.cmdDesc, Target: s.pc.Target, Inputs: s.inputs,
 		Kubeconfig: s.kcDesc, Manifest: s.manDesc, LockReport: s.repDesc, Lock: s.lockBinding(),
 		ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager, Execs: s.execs,
 		NetworkAccess: true, KubernetesMutation: false,
-		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()), Writer: buildinfo.Read().Writer(),
+		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()), Plan: plan, Writer: buildinfo.Read().Writer(),
 	}
 	d, _, err := s.st.PutRecord(evidence.MediaTypePreflight, rec)
 	if err != nil {

@@ -72,6 +72,12 @@ type Result struct {
 	Recovered     bool          `json:"recovered,omitempty"`
 	Offline       bool          `json:"offline,omitempty"` // an existing receipt was returned without any kubectl run
 	ApplyCommand  string        `json:"applyCommand,omitempty"`
+	Plan          digest.Digest `json:"plan,omitempty"` // preflight: the plan against the cluster's latest receipt
+	// An offline answer says what it returned: the receipt's release and time, and the later
+	// receipt of the same cluster that supersedes it, if any (Rerun).
+	Release      string     `json:"release,omitempty"`
+	FinishedAt   string     `json:"finishedAt,omitempty"`
+	SupersededBy *Supersede `json:"supersededBy,omitempty"`
 }
 
 // session holds the verified inputs and the evidence of one run.
@@ -246,6 +252,9 @@ func storeErr(err error, what string) error {
 // kubectl hashes are the start one in OpenExecutable and the end one of startEndHash).
 func (s *session) reverify() error {
 	for _, f := range []*stablefile.File{s.cmdFile, s.manifest, s.report, s.kubeconfig} {
+		if f == nil {
+			continue // a live audit reads no manifest or lock report from disk
+		}
 		if err := f.Reverify(); err != nil {
 			return err
 		}

@@ -231,6 +231,8 @@ type Preflight struct {
 	KubernetesMutation bool          `json:"kubernetesMutation"` // always false
 	StartedAt          string        `json:"startedAt"`
 	FinishedAt         string        `json:"finishedAt"`
+	// Plan is present when the store held a receipt of the same cluster (evidence.Plan).
+	Plan *Descriptor `json:"plan,omitempty"`
 	// Writer is the ql3 that wrote the report; absent in reports written before it was recorded.
 	Writer *Writer `json:"writer,omitempty"`
 }

@@ -263,6 +263,7 @@ func (s *Store) putBlob(mediaType string, b []byte) (evidence.Descriptor, error)
 // is preceded by the root identity check.
 var rootMediaTypes = map[string]bool{
 	evidence.MediaTypePreflight: true, evidence.MediaTypeIntent: true, evidence.MediaTypeReceipt: true,
+	evidence.MediaTypeLiveAudit: true,
 }
 
 // PutRecord stores the canonical bytes of record v under mediaType, whose schema v must carry.
@@ -428,10 +429,39 @@ func (s *Store) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
 
 func checkKind(kind string) error {
 	switch kind {
-	case evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights:
+	case evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights, evidence.IndexLiveAudits:
 		return nil
 	}
 	return refuse.New(CodeIndexKind, "unknown index kind %q", kind)
+}
+
+// optionalKinds are the index kinds added after stores were first written: their directory is
+// made by the first entry, so an older store opens, lists and audits unchanged. It is opened
+// relative to the held index directory and checked like every store directory.
+var optionalKinds = map[string]bool{evidence.IndexLiveAudits: true}
+
+// kindDir returns the descriptor of kind's index directory and a function that releases it; ok
+// is false for an optional kind whose directory does not exist (and create is false).
+func (s *Store) kindDir(kind string, create bool) (fd int, release func(), ok bool, err error) {
+	if !optionalKinds[kind] {
+		return s.dirs[indexDir(kind)].fd, func() {}, true, nil
+	}
+	parent, rel := s.dirs[dIndex].fd, "index/"+kind
+	if create {
+		if err := unix.Mkdirat(parent, kind, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, nil, false, refuse.Wrap(CodeStoreIO, err, "create %s", rel)
+		}
+	} else {
+		var st unix.Stat_t
+		if err := unix.Fstatat(parent, kind, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+			return -1, func() {}, false, nil
+		}
+	}
+	d, err := openDir(parent, kind, rel)
+	if err != nil {
+		return -1, nil, false, err
+	}
+	return d.fd, func() { unix.Close(d.fd) }, true, nil
 }
 
 // maxIndexEntry bounds an index entry: one canonical descriptor is under 300 bytes.
@@ -460,17 +490,21 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 	if err := s.checkRoot(); err != nil {
 		return err
 	}
-	dir := indexDir(kind)
-	err = s.commit(dir, key.Encoded(), b)
+	dirfd, release, _, err := s.kindDir(kind, true)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = s.commitAt(dirfd, "index/"+kind, key.Encoded(), b)
 	if err == nil {
 		if err := s.checkRoot(); err != nil {
 			// The entry is this call's own (RENAME_NOREPLACE succeeded): the only name the store ever
 			// removes once committed, so that the path's new directory and the held one both end
 			// without it.
-			if uerr := unix.Unlinkat(s.dirs[dir].fd, key.Encoded(), 0); uerr != nil {
+			if uerr := unix.Unlinkat(dirfd, key.Encoded(), 0); uerr != nil {
 				return refuse.Wrap(CodeRootMoved, uerr, "%v; and its index %s entry %s, written in the directory held, could not be removed", err, kind, key)
 			}
-			if serr := unix.Fsync(s.dirs[dir].fd); serr != nil {
+			if serr := unix.Fsync(dirfd); serr != nil {
 				return refuse.Wrap(CodeRootMoved, serr, "%v; and the removal of its index %s entry %s could not be synced", err, kind, key)
 			}
 			return err
@@ -508,7 +542,12 @@ func (s *Store) getIndex(kind string, key digest.Digest) (evidence.Descriptor, b
 	}
 	// An entry is held to an object's file rules (no symlink, regular, 0400, owner, one link),
 	// so that it cannot be swapped for a file outside the store or another writer's file.
-	f, _, err := openObject(s.dirs[indexDir(kind)].fd, key.Encoded(), key)
+	dirfd, release, ok, err := s.kindDir(kind, false)
+	if err != nil || !ok {
+		return evidence.Descriptor{}, false, err
+	}
+	defer release()
+	f, _, err := openObject(dirfd, key.Encoded(), key)
 	if refuse.CodeOf(err) == CodeObjectNotFound {
 		return evidence.Descriptor{}, false, nil
 	}
@@ -560,7 +599,12 @@ func (s *Store) listIndex(kind string) ([]IndexEntry, error) {
 	if err := checkKind(kind); err != nil {
 		return nil, err
 	}
-	names, err := listDir(s.dirs[indexDir(kind)].fd, "index/"+kind)
+	dirfd, release, ok, err := s.kindDir(kind, false)
+	if err != nil || !ok {
+		return nil, err // no directory: a store written before the kind existed
+	}
+	names, err := listDir(dirfd, "index/"+kind)
+	release()
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,7 @@ type Report struct {
 	Receipts   []IndexEntry `json:"receipts"`
 	Preflights []IndexEntry `json:"preflights"`
 	Intents    []IndexEntry `json:"intents"`
+	LiveAudits []IndexEntry `json:"liveAudits"`
 	// Unfinished are the intents (keyed by apply command digest) that have no receipt: the apply
 	// may have mutated the cluster without publishing a receipt; rerunning it recovers.
 	Unfinished   []IndexEntry    `json:"unfinished"`
@@ -60,7 +61,7 @@ func (s *Store) Verify() (*Report, error) {
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{},
+	r := &Report{Receipts: []IndexEntry{}, Preflights: []IndexEntry{}, Intents: []IndexEntry{}, LiveAudits: []IndexEntry{},
 		Unfinished: []IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []Finding{}, Hints: []Finding{}}
 	good := map[digest.Digest]int64{} // intact objects and their sizes
 	names, err := listDir(s.dirs[dBlobs].fd, "blobs")
@@ -138,7 +139,7 @@ func (s *Store) Verify() (*Report, error) {
 		}
 	}
 	receipts := map[digest.Digest]bool{}
-	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights} {
+	for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights, evidence.IndexLiveAudits} {
 		es, err := s.listIndex(kind)
 		if err != nil {
 			r.bad("index/"+kind, err)
@@ -152,6 +153,8 @@ func (s *Store) Verify() (*Report, error) {
 				receipts[e.Key] = true
 			case evidence.IndexIntents:
 				r.Intents = append(r.Intents, e)
+			case evidence.IndexLiveAudits:
+				r.LiveAudits = append(r.LiveAudits, e)
 			default:
 				r.Preflights = append(r.Preflights, e)
 			}

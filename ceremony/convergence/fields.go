@@ -23,15 +23,38 @@ type fieldWalker struct {
 	lo       *liveObject
 	path     fieldPath // the current path, used as a stack
 	notOwned fieldPath // the first leaf that is not ours, nil when none
+
+	// The manifest and live values of the node walk entered last, and the failure they led to:
+	// the live audit names the path and both values of a field that differs.
+	curM, curL any
+	fail       *fieldFailure
+}
+
+// fieldFailure is where a field check failed, with the two values it compared.
+type fieldFailure struct {
+	path       fieldPath
+	want, live any
+	present    bool
 }
 
 // checkFields proves that every field the manifest sets is present with its value, then that every
 // such leaf is owned by our manager's Apply entry.
 func checkFields(o *manifest.Object, lo *liveObject) error {
+	_, err := walkFields(o, lo)
+	return err
+}
+
+// walkFields is checkFields, returning the walker so that a failure's place can be read.
+func walkFields(o *manifest.Object, lo *liveObject) (*fieldWalker, error) {
+	w := &fieldWalker{o: o, lo: lo}
+	return w, w.check()
+}
+
+func (w *fieldWalker) check() error {
+	o, lo := w.o, w.lo
 	if lo.id.APIVersion != o.APIVersion {
 		return refuse.New(CodeFieldDiffers, "object %d (%s): field apiVersion: the live object is served in another version of the api group", o.Index, lo.res)
 	}
-	w := &fieldWalker{o: o, lo: lo}
 	if err := w.walk(o.Fields, lo.raw, true, rootOwner(lo.ours)); err != nil {
 		return err
 	}
@@ -64,6 +87,7 @@ func (w *fieldWalker) skipped(k string) bool {
 }
 
 func (w *fieldWalker) walk(m, l any, present bool, o owner) error {
+	w.curM, w.curL = m, l
 	switch x := m.(type) {
 	case map[string]any:
 		if len(x) == 0 {
@@ -155,12 +179,14 @@ func (w *fieldWalker) empty(l any, present, list bool) error {
 }
 
 func (w *fieldWalker) missing() error {
+	w.fail = &fieldFailure{path: append(fieldPath(nil), w.path...), want: w.curM}
 	return refuse.New(CodeFieldMissing, "object %d (%s): field %s is absent from the live object", w.o.Index, w.lo.res, w.path).
 		WithHint("another manager or a controller removed it after the apply, or the server omits it: " +
 			`it leaves out "", false and 0 of optional fields, so a manifest must not set them`)
 }
 
 func (w *fieldWalker) differs(format string, args ...any) error {
+	w.fail = &fieldFailure{path: append(fieldPath(nil), w.path...), want: w.curM, live: w.curL, present: true}
 	args = append([]any{w.o.Index, w.lo.res, w.path}, args...)
 	return refuse.New(CodeFieldDiffers, "object %d (%s): field %s: "+format, args...).WithHint("another manager or a controller changed it after the apply, or the server normalizes the value as written " +
 		"(write quantities such as 500m and 128Mi in canonical form)")

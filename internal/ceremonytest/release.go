@@ -36,6 +36,9 @@ type ReleaseOptions struct {
 	// Edit, if not nil, changes the unlocked manifest as written (for namespace qinglong) before
 	// it is moved into Namespace and materialized.
 	Edit func(unlocked string) string
+	// Release is the directory under testdata of the synthetic release: "" for release-3.4.1,
+	// or release-3.4.2.
+	Release string
 }
 
 // Release is the synthetic release 3.4.1 materialized into its own namespace: its locked
@@ -61,7 +64,10 @@ func NewRelease(t testing.TB, c *testcluster.Cluster, opts ReleaseOptions) *Rele
 	if r.Store == "" {
 		r.Store = filepath.Join(dir, "store")
 	}
-	release := filepath.Join(moduleRoot(t), "testdata", "release-3.4.1")
+	if opts.Release == "" {
+		opts.Release = "release-3.4.1"
+	}
+	release := filepath.Join(moduleRoot(t), "testdata", opts.Release)
 	unlocked, err := os.ReadFile(filepath.Join(release, "unlocked.yaml"))
 	if err != nil {
 		t.Fatal(err)

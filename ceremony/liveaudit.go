@@ -1,0 +1,426 @@
+package ceremony
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/lock"
+	"github.com/qinglong/ql3/internal/kubeconfig"
+	"github.com/qinglong/ql3/internal/kubectl"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/store"
+)
+
+// Reason codes of the live audit.
+const (
+	// CodeLiveDrift: the live audit ran to the end and published its report, but at least one
+	// object of the receipt has not converged (changed, no longer ours, missing or recreated).
+	CodeLiveDrift refuse.Code = "LIVE_DRIFT"
+	// CodeLiveReceiptNotFound: the receipt the live audit must check is not a published receipt
+	// of the store (no receipt for the apply command, or the digest names no receipt).
+	CodeLiveReceiptNotFound refuse.Code = "LIVE_AUDIT_RECEIPT_NOT_FOUND"
+	// CodeLiveReceiptMismatch: the receipt was made for another target or another cluster than
+	// the live-audit command names.
+	CodeLiveReceiptMismatch refuse.Code = "LIVE_AUDIT_RECEIPT_MISMATCH"
+)
+
+// LiveAuditResult is what a live audit found and published.
+type LiveAuditResult struct {
+	OK            bool                   `json:"ok"` // every object converged
+	Command       string                 `json:"command"`
+	CommandDigest digest.Digest          `json:"commandDigest"`
+	Target        digest.Digest          `json:"target"`
+	Store         string                 `json:"store"`
+	Receipt       digest.Digest          `json:"receipt"`
+	Release       string                 `json:"release"`
+	ClusterUID    string                 `json:"clusterUid"`
+	Report        digest.Digest          `json:"report"` // the published live-audit report
+	Converged     int                    `json:"converged"`
+	Objects       int                    `json:"objects"`
+	Verdicts      []evidence.LiveVerdict `json:"verdicts"`
+}
+
+// WriteText prints one line per object that has not converged, then the summary line.
+func (r *LiveAuditResult) WriteText(w io.Writer) {
+	for _, v := range r.Verdicts {
+		if v.Verdict == evidence.VerdictConverged {
+			continue
+		}
+		fmt.Fprintln(w, VerdictLine(v))
+	}
+	fmt.Fprintln(w, r.Summary())
+}
+
+// VerdictLine renders one verdict: "drift: Deployment ns/name: image-differs at PATH live V expected V (manager M)".
+func VerdictLine(v evidence.LiveVerdict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "drift: %s %s: %s", v.Kind, objectName(v.Namespace, v.Name), v.Verdict)
+	switch v.Verdict {
+	case evidence.VerdictRecreated:
+		fmt.Fprintf(&b, " (uid %s, the receipt's %s)", v.UID, v.ReceiptUID)
+	case evidence.VerdictMissing:
+		fmt.Fprintf(&b, " (the receipt's uid %s)", v.ReceiptUID)
+	}
+	if v.Path != "" {
+		fmt.Fprintf(&b, " at %s", v.Path)
+	}
+	if v.Verdict != evidence.VerdictOwnershipLost && (v.Live != "" || v.Expected != "") {
+		live := v.Live
+		if live == "" {
+			live = "(absent)"
+		}
+		fmt.Fprintf(&b, " live %s expected %s", live, v.Expected)
+	}
+	if v.Manager != "" {
+		fmt.Fprintf(&b, " (manager %s)", v.Manager)
+	}
+	if v.Path == "" && v.Code != "" {
+		fmt.Fprintf(&b, " [%s]", v.Code)
+	}
+	return b.String()
+}
+
+func objectName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// Summary is the last line of the text output.
+func (r *LiveAuditResult) Summary() string {
+	counts := map[string]int{}
+	for _, v := range r.Verdicts {
+		if v.Verdict != evidence.VerdictConverged {
+			counts[v.Verdict]++
+		}
+	}
+	kinds := make([]string, 0, len(counts))
+	for k, n := range counts {
+		kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
+	}
+	sort.Strings(kinds)
+	verdict := "converged"
+	if !r.OK {
+		verdict = "DRIFT (" + strings.Join(kinds, ", ") + ")"
+	}
+	return fmt.Sprintf("live audit %s: release %s, receipt %s, cluster %s: %d of %d objects converged: %s",
+		r.Report, r.Release, r.Receipt, r.ClusterUID, r.Converged, r.Objects, verdict)
+}
+
+// LiveAudit runs the live audit of opts.CommandFile: an apply command file whose receipt is in
+// its store, or a cluster.deployment.live.audit command file naming a receipt. It reads the live
+// state with three kubectl calls (identity, convergence read fed with the receipt's stored
+// manifest, final identity), judges every object, and publishes a live-audit report. It returns
+// the result and a nil error when every object converged; when one has not, the report is still
+// published and the error is a LIVE_DRIFT refusal alongside the result. Any other refusal returns
+// no result and publishes nothing.
+func LiveAudit(ctx context.Context, opts Options) (*LiveAuditResult, error) {
+	opts.complete()
+	pc, f, err := loadCommand(opts, "")
+	if err != nil {
+		return nil, err
+	}
+	if c := pc.Command.Command; c != evidence.CommandLiveAudit && c != evidence.CommandApply {
+		return nil, refuse.New(CodeCommandMismatch, "command file holds %s, not %s or %s", c, evidence.CommandLiveAudit, evidence.CommandApply)
+	}
+	s, err := newSession(opts, pc, f)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res, err := s.liveAudit(ctx)
+	if refuse.CodeOf(err) == CodeLiveDrift {
+		return res, err
+	}
+	return res, interrupted(ctx, opts, pc, err)
+}
+
+func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
+	pc := s.pc
+	res := &LiveAuditResult{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store,
+		ClusterUID: pc.Command.ExpectedClusterUID}
+	p := &progress{w: s.opts.Progress, total: 6, now: s.opts.Now}
+	var rcDesc evidence.Descriptor
+	var rc evidence.Receipt
+	var manBytes []byte
+	var inputs evidence.LiveAuditInputs
+	var conv *kubectlOutcome
+	var findings []convergence.Finding
+	steps := []struct {
+		title string
+		f     func() error
+	}{
+		// OpenExecutable hashes kubectl in full (the start-of-run full hash, about 50 ms) on the
+		// other core while the receipt is loaded, its lock verified and the inputs stored.
+		{"load receipt from the store, read and verify inputs", func() error {
+			type opened struct {
+				exe *stablefile.Executable
+				err error
+			}
+			exeCh := make(chan opened, 1)
+			go func() {
+				exe, err := stablefile.OpenExecutable(pc.Command.Kubectl.Path, pc.Command.Kubectl.Digest)
+				exeCh <- opened{exe, err}
+			}()
+			var err error
+			if rcDesc, err = s.liveReceipt(&rc); err == nil {
+				if manBytes, err = s.receiptLock(&rc); err == nil {
+					inputs, err = s.liveInputs()
+				}
+			}
+			o := <-exeCh
+			s.exe = o.exe
+			if err != nil {
+				return err
+			}
+			if o.err != nil {
+				return o.err
+			}
+			return s.liveKubectl(&inputs)
+		}},
+		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
+		{"convergence read", func() error {
+			// The end-of-run kubectl hash overlaps the two last reads; reverifyEnd's identity
+			// check after the final read refuses a write to kubectl after the hash read it.
+			s.startEndHash()
+			r, err := s.run(ctx, evidence.StepConvergence, manBytes)
+			if err != nil {
+				return err
+			}
+			conv = &kubectlOutcome{exit: r.ExitCode, stdout: r.Stdout, stderrBytes: len(r.Stderr)}
+			return nil
+		}},
+		{"final identity read", func() error { return s.identity(ctx, evidence.StepIdentityFinal) }},
+		{"re-verify inputs, judge every object", func() error {
+			if err := s.reverifyEnd(); err != nil {
+				return err
+			}
+			var err error
+			findings, err = JudgeLive(s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
+			return err
+		}},
+		{"publish live-audit report", func() error {
+			d, err := s.publishLiveAudit(rcDesc, &rc, inputs, findings)
+			res.Report = d.Digest
+			return err
+		}},
+	}
+	for _, st := range steps {
+		if err := p.step(st.title, st.f); err != nil {
+			return nil, err
+		}
+	}
+	res.Receipt, res.Release, res.Objects = rcDesc.Digest, rc.Lock.ReleaseVersion, len(findings)
+	res.Verdicts = Verdicts(findings, rc.Objects)
+	for _, v := range res.Verdicts {
+		if v.Verdict == evidence.VerdictConverged {
+			res.Converged++
+		}
+	}
+	res.OK = res.Converged == res.Objects
+	if !res.OK {
+		return res, refuse.New(CodeLiveDrift, "%d of %d objects of receipt %s (release %s) have not converged; live-audit report %s published",
+			res.Objects-res.Converged, res.Objects, res.Receipt, res.Release, res.Report).
+			WithHint("re-assert a release with a new preflight and apply of its lock (a roll-forward); ql3 never deletes")
+	}
+	return res, nil
+}
+
+type kubectlOutcome struct {
+	exit        int
+	stdout      []byte
+	stderrBytes int
+}
+
+// JudgeLive judges the convergence read of a live audit: one finding per object of the verified
+// lock. A non-zero exit is accepted only when the read shows an object missing (kubectl get exits
+// 1 for an object it does not find and prints the others); anything else is a failed read. The
+// offline auditor calls it on the stored stdout and exit code.
+func JudgeLive(l *lock.Result, receipt []evidence.LiveObject, exit int, stdout []byte, stderrBytes int) ([]convergence.Finding, error) {
+	fs, err := convergence.Judge(convergence.Input{Objects: l.Objects, Authorities: l.Authorities,
+		FieldManager: evidence.FieldManager, Stdout: stdout}, receipt)
+	if exit != 0 {
+		missing := 0
+		for _, f := range fs {
+			if f.Verdict == evidence.VerdictMissing {
+				missing++
+			}
+		}
+		if err != nil || missing == 0 {
+			return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored) and shows no missing object", exit, stderrBytes)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fs, nil
+}
+
+// Verdicts turns findings into the report's verdicts.
+func Verdicts(fs []convergence.Finding, receipt []evidence.LiveObject) []evidence.LiveVerdict {
+	out := make([]evidence.LiveVerdict, len(fs))
+	for i, f := range fs {
+		out[i] = evidence.LiveVerdict{APIVersion: f.Object.APIVersion, Kind: f.Object.Kind, Namespace: f.Object.Namespace,
+			Name: f.Object.Name, UID: f.Object.UID, ResourceVersion: f.Object.ResourceVersion, ReceiptUID: receipt[i].UID,
+			Verdict: f.Verdict, Code: string(f.Code), Path: f.Path, Manager: f.Manager, Live: f.Live, Expected: f.Expected}
+		if f.Verdict != evidence.VerdictConverged {
+			out[i].Detail = f.Detail
+		}
+	}
+	return out
+}
+
+// liveReceipt finds the receipt the command names and checks it is published and of this target
+// and cluster.
+func (s *session) liveReceipt(rc *evidence.Receipt) (evidence.Descriptor, error) {
+	c := &s.pc.Command
+	var d evidence.Descriptor
+	if c.Command == evidence.CommandApply {
+		got, ok, err := s.st.GetIndex(evidence.IndexReceipts, s.pc.Digest)
+		if err != nil {
+			return d, err
+		}
+		if !ok {
+			return d, refuse.New(CodeLiveReceiptNotFound, "apply command %s has no receipt in store %s", s.pc.Digest, c.Store).
+				WithHint("a live audit checks a release a receipt proves was applied: run the apply first")
+		}
+		d = got
+	} else {
+		b, err := s.st.Get(*c.Receipt)
+		if refuse.CodeOf(err) == store.CodeObjectNotFound {
+			return d, refuse.New(CodeLiveReceiptNotFound, "receipt %s is not in store %s", *c.Receipt, c.Store)
+		}
+		if err != nil {
+			return d, err
+		}
+		d = evidence.Descriptor{MediaType: evidence.MediaTypeReceipt, Digest: *c.Receipt, Size: int64(len(b))}
+		if evidence.DecodeRecord(evidence.MediaTypeReceipt, b, rc) != nil {
+			return d, refuse.New(CodeLiveReceiptNotFound, "object %s of store %s is not a receipt", *c.Receipt, c.Store)
+		}
+		// Only a published receipt proves an apply: its command's index entry must name it.
+		got, ok, err := s.st.GetIndex(evidence.IndexReceipts, rc.Command.Digest)
+		if err != nil {
+			return d, err
+		}
+		if !ok || got != d {
+			return d, refuse.New(CodeLiveReceiptNotFound, "receipt %s is not published in store %s", *c.Receipt, c.Store)
+		}
+	}
+	if err := s.decode(d, evidence.MediaTypeReceipt, rc); err != nil {
+		return d, err
+	}
+	if rc.Target != s.pc.Target {
+		return d, refuse.New(CodeLiveReceiptMismatch, "receipt %s was made for target %s, this command's target is %s", d.Digest, rc.Target, s.pc.Target).
+			WithHint("a live-audit command is the apply command's target with command and receipt: copy them from the apply command file")
+	}
+	if rc.ClusterUID != c.ExpectedClusterUID {
+		return d, refuse.New(CodeLiveReceiptMismatch, "receipt %s was made on cluster %s, this command expects %s", d.Digest, rc.ClusterUID, c.ExpectedClusterUID)
+	}
+	return d, nil
+}
+
+// receiptLock reads the receipt's manifest and lock report from the store, not from disk, and
+// verifies the lock again.
+func (s *session) receiptLock(rc *evidence.Receipt) ([]byte, error) {
+	man, err := s.st.GetDescriptor(rc.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.st.GetDescriptor(rc.LockReport)
+	if err != nil {
+		return nil, err
+	}
+	if rc.Manifest.MediaType != evidence.MediaTypeManifest || rc.LockReport.MediaType != evidence.MediaTypeLockReport ||
+		rc.Manifest.Digest != s.pc.Command.Manifest.Digest || rc.LockReport.Digest != s.pc.Command.LockReport.Digest {
+		return nil, refuse.New(CodeRecordInvalid, "receipt does not bind the command's manifest and lock report blobs")
+	}
+	if s.lock, err = lock.Verify(man, rep); err != nil {
+		return nil, err
+	}
+	if len(rc.Objects) != len(s.lock.Objects) {
+		return nil, refuse.New(CodeRecordInvalid, "receipt lists %d objects, its manifest %d", len(rc.Objects), len(s.lock.Objects))
+	}
+	s.manDesc, s.repDesc = rc.Manifest, rc.LockReport
+	return man, nil
+}
+
+// liveInputs reads the kubeconfig, under the ceremony's policy (the command file was read
+// already), and stores the evidence of both; kubectl's is stored by liveKubectl.
+func (s *session) liveInputs() (evidence.LiveAuditInputs, error) {
+	var in evidence.LiveAuditInputs
+	c := &s.pc.Command
+	var err error
+	if s.kubeconfig, err = readPinned(c.Kubeconfig.Path, evidence.RoleKubeconfig, MaxKubeconfig, c.Kubeconfig.Digest); err != nil {
+		return in, err
+	}
+	if s.summary, err = kubeconfig.Check(s.kubeconfig.Bytes, c.Kubeconfig.Context); err != nil {
+		return in, err
+	}
+	put := func(mt string, v any) evidence.Descriptor {
+		if err != nil {
+			return evidence.Descriptor{}
+		}
+		var d evidence.Descriptor
+		d, _, err = s.st.PutRecord(mt, v)
+		return d
+	}
+	s.cmdDesc = put(evidence.MediaTypeCommand, &s.pc.Command)
+	if err == nil && s.cmdDesc.Digest != s.pc.Digest {
+		return in, refuse.New(CodeStoreWrite, "command record digest %s differs from the command identity %s", s.cmdDesc.Digest, s.pc.Digest)
+	}
+	var raw evidence.Descriptor
+	if err == nil {
+		raw, err = s.st.PutBlob(evidence.MediaTypeCommandFile, s.cmdFile.Bytes)
+	}
+	s.kcDesc = put(evidence.MediaTypeKubeconfig, s.summary)
+	in.CommandFile = put(evidence.MediaTypeInput, s.cmdFile.Input(&raw))
+	in.Kubeconfig = put(evidence.MediaTypeInput, s.kubeconfig.Input(nil))
+	if err != nil {
+		return in, storeErr(err, "inputs")
+	}
+	return in, nil
+}
+
+// liveKubectl stores kubectl's input record once its start hash is done, and makes the runner.
+func (s *session) liveKubectl(in *evidence.LiveAuditInputs) error {
+	c := &s.pc.Command
+	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
+		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
+	var err error
+	if in.Kubectl, _, err = s.st.PutRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
+		return storeErr(err, "kubectl input")
+	}
+	return nil
+}
+
+func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Receipt, in evidence.LiveAuditInputs, fs []convergence.Finding) (evidence.Descriptor, error) {
+	vs := Verdicts(fs, rc.Objects)
+	converged := true
+	for _, v := range vs {
+		converged = converged && v.Verdict == evidence.VerdictConverged
+	}
+	rec := evidence.LiveAudit{
+		Schema: evidence.SchemaLiveAudit, Command: s.cmdDesc, Receipt: rcDesc, Target: s.pc.Target, Inputs: in,
+		Kubeconfig: s.kcDesc, Manifest: rc.Manifest, LockReport: rc.LockReport, Lock: rc.Lock,
+		KubectlDigest: s.pc.Command.Kubectl.Digest, ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager,
+		Execs: s.execs, Verdicts: vs, Converged: converged, NetworkAccess: true, KubernetesMutation: false,
+		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
+	}
+	d, _, err := s.st.PutRecord(evidence.MediaTypeLiveAudit, rec)
+	if err != nil {
+		return d, storeErr(err, "live-audit report")
+	}
+	if err := s.st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+		return d, storeErr(err, "live-audit index")
+	}
+	return d, nil
+}

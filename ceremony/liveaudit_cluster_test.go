@@ -1,0 +1,304 @@
+package ceremony_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/store"
+)
+
+// liveAudit runs the live audit of file and records what it printed.
+func (b *bed) liveAudit(file string) (*ceremony.LiveAuditResult, error) {
+	res, err := ceremony.LiveAudit(context.Background(), ceremony.Options{CommandFile: file, Progress: &b.out})
+	if res != nil {
+		res.WriteText(&b.out)
+	}
+	b.note(err)
+	return res, err
+}
+
+// liveAuditFile writes the live-audit command of receipt.
+func (b *bed) liveAuditFile(name string, receipt digest.Digest) string {
+	b.Cmd["receipt"] = string(receipt)
+	defer delete(b.Cmd, "receipt")
+	return b.WriteCommand(name, evidence.CommandLiveAudit, "")
+}
+
+// liveReport reads the published live-audit report d.
+func (b *bed) liveReport(d digest.Digest) evidence.LiveAudit {
+	b.t.Helper()
+	st, err := store.Open(b.Store)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	raw, err := st.Get(d)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var la evidence.LiveAudit
+	if err := evidence.DecodeRecord(evidence.MediaTypeLiveAudit, raw, &la); err != nil {
+		b.t.Fatal(err)
+	}
+	return la
+}
+
+// wantAudited asserts the offline audit passes on the live-audit report d.
+func (b *bed) wantAudited(d digest.Digest) {
+	b.t.Helper()
+	st, err := store.Open(b.Store)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ar, err := audit.Audit(st, d)
+	if err != nil || ar.Err() != nil {
+		b.t.Fatalf("audit of live-audit report %s: %v %v", d, err, ar.Err())
+	}
+	if ar.Kind != audit.KindLiveAudit {
+		b.t.Fatalf("audit kind %s", ar.Kind)
+	}
+}
+
+// notConverged returns the verdicts that are not converged, by object name.
+func notConverged(res *ceremony.LiveAuditResult) map[string]evidence.LiveVerdict {
+	m := map[string]evidence.LiveVerdict{}
+	for _, v := range res.Verdicts {
+		if v.Verdict != evidence.VerdictConverged {
+			m[v.Kind+"/"+v.Name] = v
+		}
+	}
+	return m
+}
+
+func TestLiveAuditConverged(t *testing.T) {
+	b := newBed(t, true, nil)
+	_, rc, af := b.mustApply()
+	for _, file := range []string{af, b.liveAuditFile("live.json", rc.Receipt)} {
+		res, err := b.liveAudit(file)
+		if err != nil {
+			t.Fatalf("live audit: %v\n%s", err, b.out.String())
+		}
+		if !res.OK || res.Converged != 6 || res.Objects != 6 || res.Receipt != rc.Receipt || res.Release != "3.4.1" {
+			t.Fatalf("result %+v", res)
+		}
+		la := b.liveReport(res.Report)
+		if !la.Converged || !la.NetworkAccess || la.KubernetesMutation || la.Receipt.Digest != rc.Receipt || len(la.Execs) != 3 || len(la.Verdicts) != 6 {
+			t.Fatalf("report %+v", la)
+		}
+		b.wantAudited(res.Report)
+	}
+	if !strings.Contains(b.out.String(), ": 6 of 6 objects converged: converged\n") {
+		t.Fatalf("summary line missing:\n%s", b.out.String())
+	}
+	if n := b.Count(evidence.IndexLiveAudits); n != 2 {
+		t.Fatalf("%d live audits indexed, want 2", n)
+	}
+}
+
+// drift applies a change by hand after the receipt and returns the live audit's result, which must
+// be LIVE_DRIFT with its report published and passing the offline audit.
+func drift(t *testing.T, change func(b *bed)) (*bed, *ceremony.LiveAuditResult) {
+	t.Helper()
+	b := newBed(t, true, nil)
+	_, _, af := b.mustApply()
+	change(b)
+	res, err := b.liveAudit(af)
+	if got := refuse.CodeOf(err); got != ceremony.CodeLiveDrift {
+		t.Fatalf("code %q, want %s (%v)\n%s", got, ceremony.CodeLiveDrift, err, b.out.String())
+	}
+	if res == nil || res.OK || res.Report == "" {
+		t.Fatalf("result %+v", res)
+	}
+	if la := b.liveReport(res.Report); la.Converged {
+		t.Fatal("a drifted report claims converged")
+	}
+	b.wantAudited(res.Report)
+	return b, res
+}
+
+func TestLiveAuditDriftForcedManager(t *testing.T) {
+	b, res := drift(t, func(b *bed) {
+		cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: qinglong-config\n  namespace: " + b.Namespace + "\ndata:\n  QL_LOG_LEVEL: debug\n"
+		kubectl(t, []byte(cm), "apply", "--server-side", "--field-manager=intruder", "--force-conflicts", "-f=-")
+	})
+	nc := notConverged(res)
+	v, ok := nc["ConfigMap/qinglong-config"]
+	if len(nc) != 1 || !ok || v.Verdict != evidence.VerdictFieldDiffers || v.Path != "data.QL_LOG_LEVEL" ||
+		v.Live != `"debug"` || v.Expected != `"info"` || !strings.Contains(v.Manager, "intruder (Apply)") {
+		t.Fatalf("verdicts %+v", nc)
+	}
+	if !strings.Contains(b.out.String(), "drift: ConfigMap "+b.Namespace+`/qinglong-config: field-differs at data.QL_LOG_LEVEL live "debug" expected "info" (manager intruder (Apply))`) {
+		t.Fatalf("drift line missing:\n%s", b.out.String())
+	}
+}
+
+func TestLiveAuditDriftAnnotationByHand(t *testing.T) {
+	_, res := drift(t, func(b *bed) {
+		kubectl(t, nil, "annotate", "-n", b.Namespace, "deployment/qinglong-api", "--overwrite", "qinglong.io/release-version=9.9.9")
+	})
+	nc := notConverged(res)
+	v := nc["Deployment/qinglong-api"]
+	if len(nc) != 1 || v.Verdict != evidence.VerdictAnnotationDiffers || v.Path != `metadata.annotations["qinglong.io/release-version"]` ||
+		v.Live != `"9.9.9"` || v.Expected != `"3.4.1"` || !strings.Contains(v.Manager, "kubectl-annotate") {
+		t.Fatalf("verdicts %+v", nc)
+	}
+}
+
+func TestLiveAuditDriftDeleted(t *testing.T) {
+	_, res := drift(t, func(b *bed) {
+		kubectl(t, nil, "delete", "-n", b.Namespace, "service/qinglong-web")
+	})
+	nc := notConverged(res)
+	v := nc["Service/qinglong-web"]
+	if len(nc) != 1 || v.Verdict != evidence.VerdictMissing || v.UID != "" || v.ReceiptUID == "" {
+		t.Fatalf("verdicts %+v", nc)
+	}
+}
+
+func TestLiveAuditDriftRecreated(t *testing.T) {
+	_, res := drift(t, func(b *bed) {
+		live := kubectl(t, nil, "get", "-n", b.Namespace, "configmap/qinglong-config", "-o=json")
+		var cm map[string]any
+		if err := json.Unmarshal(live, &cm); err != nil {
+			t.Fatal(err)
+		}
+		meta := cm["metadata"].(map[string]any)
+		for _, k := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields"} {
+			delete(meta, k)
+		}
+		again, _ := json.Marshal(cm)
+		kubectl(t, nil, "delete", "-n", b.Namespace, "configmap/qinglong-config")
+		kubectl(t, again, "create", "-f=-")
+	})
+	nc := notConverged(res)
+	v := nc["ConfigMap/qinglong-config"]
+	if len(nc) != 1 || v.Verdict != evidence.VerdictRecreated || v.UID == "" || v.UID == v.ReceiptUID {
+		t.Fatalf("verdicts %+v", nc)
+	}
+}
+
+func TestLiveAuditDriftSetImage(t *testing.T) {
+	b, res := drift(t, func(b *bed) {
+		kubectl(t, nil, "set", "image", "-n", b.Namespace, "deployment/qinglong-web", "web=ghcr.io/qinglong/qinglong-web:hand")
+	})
+	nc := notConverged(res)
+	v := nc["Deployment/qinglong-web"]
+	if len(nc) != 1 || v.Verdict != evidence.VerdictImageDiffers || v.Path != "spec.template.spec.containers[name=web].image" ||
+		v.Live != `"ghcr.io/qinglong/qinglong-web:hand"` || !strings.HasPrefix(v.Expected, `"ghcr.io/qinglong/qinglong-web@sha256:`) ||
+		!strings.Contains(v.Manager, "kubectl-set") {
+		t.Fatalf("verdicts %+v", nc)
+	}
+	if !strings.Contains(b.out.String(), "5 of 6 objects converged: DRIFT (1 image-differs)") {
+		t.Fatalf("summary missing:\n%s", b.out.String())
+	}
+}
+
+// A live-audit report with a verdict flipped to converged, canonically rewritten with its digest
+// chain (the index entry names the forged report), fails the offline audit with its code.
+func TestLiveAuditTamperedVerdict(t *testing.T) {
+	b, res := drift(t, func(b *bed) {
+		kubectl(t, nil, "delete", "-n", b.Namespace, "service/qinglong-web")
+	})
+	st, err := store.Open(b.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	la := b.liveReport(res.Report)
+	for i := range la.Verdicts {
+		if la.Verdicts[i].Verdict == evidence.VerdictMissing {
+			v := &la.Verdicts[i]
+			v.Verdict, v.UID, v.ResourceVersion, v.Detail = evidence.VerdictConverged, v.ReceiptUID, "1", ""
+		}
+	}
+	la.Converged = true
+	d, _, err := st.PutRecord(evidence.MediaTypeLiveAudit, la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+		t.Fatal(err)
+	}
+	ar, err := audit.Audit(st, d.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refuse.CodeOf(ar.Err()); got != audit.CodeLiveVerdicts {
+		t.Fatalf("tampered report: code %q, want %s (%v)", got, audit.CodeLiveVerdicts, ar.Err())
+	}
+	b.forged = append(b.forged, d.Digest)
+}
+
+func TestLiveAuditBadInput(t *testing.T) {
+	b := newBed(t, true, nil)
+	_, rc, af := b.mustApply()
+	before := b.Count(evidence.IndexLiveAudits)
+	absent := digest.FromString("no such receipt")
+	// An apply command without a receipt: the preflight's apply command of another bed.
+	other := newBed(t, true, nil)
+	pre, err := other.preflight()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		file func() string
+		code refuse.Code
+	}{
+		{"absent receipt", func() string { return b.liveAuditFile("absent.json", absent) }, ceremony.CodeLiveReceiptNotFound},
+		{"not a receipt", func() string {
+			return b.liveAuditFile("notreceipt.json", b.readIndex(evidence.IndexPreflights))
+		}, ceremony.CodeLiveReceiptNotFound},
+		{"apply without receipt", func() string { return other.applyFile(string(pre.Preflight)) }, ceremony.CodeLiveReceiptNotFound},
+		{"another target", func() string {
+			// The receipt of b named from other's command (its own store holds no such object):
+			// copy b's receipt digest into a command of b's store with another manifest pin.
+			old := b.Field("manifest", "digest")
+			defer b.Set("manifest", "digest", old)
+			b.Set("manifest", "digest", string(digest.FromString("another manifest")))
+			return b.liveAuditFile("othertarget.json", rc.Receipt)
+		}, ceremony.CodeLiveReceiptMismatch},
+		{"another cluster", func() string {
+			old := b.Cmd["expectedClusterUid"]
+			defer func() { b.Cmd["expectedClusterUid"] = old }()
+			b.Cmd["expectedClusterUid"] = "00000000-0000-0000-0000-000000000000"
+			return b.liveAuditFile("othercluster.json", rc.Receipt)
+		}, ceremony.CodeLiveReceiptMismatch},
+		{"preflight command", func() string { return b.WriteCommand("pre2.json", evidence.CommandPreflight, "") }, ceremony.CodeCommandMismatch},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := b.liveAudit(c.file())
+			if got := refuse.CodeOf(err); got != c.code || res != nil {
+				t.Fatalf("code %q, want %q (%v)", got, c.code, err)
+			}
+		})
+	}
+	if n := b.Count(evidence.IndexLiveAudits); n != before {
+		t.Fatalf("a refused live audit published: %d live audits, want %d", n, before)
+	}
+	if n := other.Count(evidence.IndexLiveAudits); n != 0 {
+		t.Fatalf("a refused live audit published %d reports", n)
+	}
+	_ = af
+}
+
+// readIndex returns the key of the only entry of kind.
+func (b *bed) readIndex(kind string) digest.Digest {
+	b.t.Helper()
+	st, err := store.Open(b.Store)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	es, err := st.ListIndex(kind)
+	if err != nil || len(es) == 0 {
+		b.t.Fatalf("index %s: %v", kind, err)
+	}
+	return es[0].Descriptor.Digest
+}

@@ -1,0 +1,51 @@
+package ceremony
+
+import (
+	"fmt"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/ceremony/plan"
+	"github.com/qinglong/ql3/evidence"
+)
+
+// Supersede names the later receipt of the same cluster that supersedes a returned receipt.
+type Supersede struct {
+	Receipt    digest.Digest `json:"receipt"`
+	Release    string        `json:"release"`
+	FinishedAt string        `json:"finishedAt"`
+	Target     digest.Digest `json:"target"`
+}
+
+// offlineAnswer completes the offline answer of an apply command that has a receipt: the stored
+// receipt's release and time, that the cluster was not contacted, and the latest receipt of the
+// same cluster in the store when it is a later one (the cluster may no longer run this release).
+func (s *session) offlineAnswer(res *Result, d evidence.Descriptor, r *evidence.Receipt) error {
+	res.Release, res.FinishedAt = r.Lock.ReleaseVersion, r.FinishedAt
+	es, err := s.st.ListIndex(evidence.IndexReceipts)
+	if err != nil {
+		return err
+	}
+	rcs := make([]evidence.Descriptor, len(es))
+	for i, e := range es {
+		rcs[i] = e.Descriptor
+	}
+	latest, lr, ok, err := plan.Latest(s.st, rcs, r.ClusterUID)
+	if err != nil {
+		return err
+	}
+	if ok && latest.Digest != d.Digest {
+		res.SupersededBy = &Supersede{Receipt: latest.Digest, Release: lr.Lock.ReleaseVersion, FinishedAt: lr.FinishedAt, Target: lr.Target}
+	}
+	if w := s.opts.Progress; w != nil {
+		fmt.Fprintf(w, "offline: returned the stored receipt %s of release %s (finished %s); the cluster was not contacted\n",
+			d.Digest, res.Release, res.FinishedAt)
+		if sb := res.SupersededBy; sb != nil {
+			fmt.Fprintf(w, "offline: SUPERSEDED by receipt %s of release %s (finished %s) on cluster %s: the cluster may no longer run release %s\n",
+				sb.Receipt, sb.Release, sb.FinishedAt, r.ClusterUID, res.Release)
+			fmt.Fprintf(w, "offline: to re-assert release %s, roll forward: run a new preflight of its lock (a preflight command file of target %s), then the apply command it writes\n",
+				res.Release, r.Target)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package history_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/history"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/store"
+)
+
+// synth writes records of the ceremony's shapes straight into a store. History reads only what
+// the index names and the records' own fields, so synthetic records of the right shapes stand for
+// real ones here; the real-cluster tests of package ceremony read real stores.
+type synth struct {
+	t   testing.TB
+	st  *store.Store
+	n   int
+	t0  time.Time
+	pre map[string]evidence.Descriptor
+}
+
+func newSynth(t testing.TB) *synth {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Init(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &synth{t: t, st: st, t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), pre: map[string]evidence.Descriptor{}}
+}
+
+func (s *synth) put(mt string, v any) evidence.Descriptor {
+	s.t.Helper()
+	d, _, err := s.st.PutRecord(mt, v)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return d
+}
+
+func (s *synth) blob(mt, content string) evidence.Descriptor {
+	s.t.Helper()
+	d, err := s.st.PutBlob(mt, []byte(content))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return d
+}
+
+func (s *synth) at(minutes int) string {
+	return s.t0.Add(time.Duration(minutes) * time.Minute).Format(time.RFC3339Nano)
+}
+
+// command stores a distinct command record of cluster and returns it.
+func (s *synth) command(kind, cluster string) evidence.Descriptor {
+	s.n++
+	d := digest.FromString(fmt.Sprint("pin", s.n))
+	c := evidence.Command{Schema: evidence.SchemaCommand, Command: kind, Store: s.st.Root(),
+		Manifest: evidence.FileRef{Path: "/m", Digest: d}, LockReport: evidence.FileRef{Path: "/r", Digest: d},
+		Kubeconfig: evidence.KubeconfigRef{Path: "/k", Digest: d, Context: "ctx-" + cluster}, Kubectl: evidence.FileRef{Path: "/kubectl", Digest: d},
+		ExpectedClusterUID: cluster, FieldManager: evidence.FieldManager}
+	if kind == evidence.CommandApply {
+		c.Preflight = &d
+	}
+	if kind == evidence.CommandLiveAudit {
+		c.Receipt = &d
+	}
+	return s.put(evidence.MediaTypeCommand, c)
+}
+
+func lockOf(release string) evidence.LockBinding {
+	d := digest.FromString(release)
+	return evidence.LockBinding{ReportDigest: d, ManifestDigest: d, CatalogDigest: d, CatalogCommit: "c0ffee" + release, ReleaseSet: d, ReleaseVersion: release}
+}
+
+func (s *synth) preflight(release, cluster string, minute int) evidence.Descriptor {
+	x := s.blob(evidence.MediaTypeStdout, fmt.Sprint("x", s.n))
+	p := evidence.Preflight{Schema: evidence.SchemaPreflight, Command: s.command(evidence.CommandPreflight, cluster), Target: x.Digest,
+		Inputs: evidence.Inputs{CommandFile: x, Manifest: x, LockReport: x, Kubeconfig: x, Kubectl: x}, Kubeconfig: x, Manifest: x, LockReport: x,
+		Lock: lockOf(release), ClusterUID: cluster, FieldManager: evidence.FieldManager, Execs: []evidence.Descriptor{x, x},
+		NetworkAccess: true, StartedAt: s.at(minute), FinishedAt: s.at(minute)}
+	d := s.put(evidence.MediaTypePreflight, p)
+	if err := s.st.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
+		s.t.Fatal(err)
+	}
+	s.pre[release+cluster] = d
+	return d
+}
+
+// apply stores an intent at minute and, when done, the receipt a minute later.
+func (s *synth) apply(release, cluster string, minute int, done, recovered bool) (intent, receipt evidence.Descriptor) {
+	pre := s.pre[release+cluster]
+	cmd := s.command(evidence.CommandApply, cluster)
+	x := s.blob(evidence.MediaTypeStdout, fmt.Sprint("x", s.n))
+	in := evidence.Intent{Schema: evidence.SchemaIntent, Command: cmd, Preflight: pre, Target: x.Digest, ClusterUID: cluster,
+		Execs: []evidence.Descriptor{x, x}, CreatedAt: s.at(minute)}
+	intent = s.put(evidence.MediaTypeIntent, in)
+	if err := s.st.PutIndex(evidence.IndexIntents, cmd.Digest, intent); err != nil {
+		s.t.Fatal(err)
+	}
+	if !done {
+		return intent, evidence.Descriptor{}
+	}
+	rc := evidence.Receipt{Schema: evidence.SchemaReceipt, Command: cmd, Preflight: pre, Intent: intent, Recovered: recovered, Target: x.Digest,
+		Inputs: evidence.Inputs{CommandFile: x, Manifest: x, LockReport: x, Kubeconfig: x, Kubectl: x}, Kubeconfig: x, Manifest: x, LockReport: x,
+		Lock: lockOf(release), KubeconfigDigest: x.Digest, KubectlDigest: x.Digest, ClusterUID: cluster, FieldManager: evidence.FieldManager,
+		Execs: []evidence.Descriptor{x}, Objects: []evidence.LiveObject{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm", UID: "uid-" + release, ResourceVersion: "7"}},
+		NetworkAccess: true, KubernetesMutation: true, StartedAt: s.at(minute), FinishedAt: s.at(minute + 1)}
+	receipt = s.put(evidence.MediaTypeReceipt, rc)
+	if err := s.st.PutIndex(evidence.IndexReceipts, cmd.Digest, receipt); err != nil {
+		s.t.Fatal(err)
+	}
+	return intent, receipt
+}
+
+func (s *synth) liveAudit(release, cluster string, receipt evidence.Descriptor, minute int, converged bool) evidence.Descriptor {
+	x := s.blob(evidence.MediaTypeStdout, fmt.Sprint("x", s.n))
+	v := evidence.LiveVerdict{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm", UID: "u", ResourceVersion: "8", ReceiptUID: "u", Verdict: evidence.VerdictConverged}
+	if !converged {
+		v.Verdict, v.Path, v.Manager, v.Live, v.Expected = evidence.VerdictFieldDiffers, "data.a", "intruder (Apply)", `"x"`, `"y"`
+	}
+	la := evidence.LiveAudit{Schema: evidence.SchemaLiveAudit, Command: s.command(evidence.CommandLiveAudit, cluster), Receipt: receipt,
+		Target: x.Digest, Inputs: evidence.LiveAuditInputs{CommandFile: x, Kubeconfig: x, Kubectl: x}, Kubeconfig: x, Manifest: x, LockReport: x,
+		Lock: lockOf(release), KubectlDigest: x.Digest, ClusterUID: cluster, FieldManager: evidence.FieldManager, Execs: []evidence.Descriptor{x, x, x},
+		Verdicts: []evidence.LiveVerdict{v}, Converged: converged, NetworkAccess: true, StartedAt: s.at(minute), FinishedAt: s.at(minute)}
+	d := s.put(evidence.MediaTypeLiveAudit, la)
+	if err := s.st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+		s.t.Fatal(err)
+	}
+	return d
+}
+
+func TestHistoryStory(t *testing.T) {
+	s := newSynth(t)
+	const a, b = "11111111-aaaa", "22222222-bbbb"
+	s.preflight("3.4.1", a, 0)
+	_, rc1 := s.apply("3.4.1", a, 1, true, false)
+	s.liveAudit("3.4.1", a, rc1, 3, true)
+	s.preflight("3.4.2", a, 10)
+	in2, _ := s.apply("3.4.2", a, 11, false, false) // interrupted: intent, no receipt
+	s.liveAudit("3.4.1", a, rc1, 20, false)
+	s.preflight("3.4.1", b, 30)
+	_, rcB := s.apply("3.4.1", b, 31, true, true)
+
+	rep, err := history.History(s.st, history.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range rep.Entries {
+		got = append(got, e.Time[11:16]+" "+e.Kind+" "+e.Release+" "+e.ClusterUID+" "+e.Verdict+" "+fmt.Sprint(e.Recovered))
+	}
+	want := []string{
+		"03:36 receipt 3.4.1 22222222-bbbb  true",
+		"03:34 preflight 3.4.1 22222222-bbbb  false",
+		"03:24 live-audit 3.4.1 11111111-aaaa drift 1/1 false",
+		"03:15 unfinished-apply 3.4.2 11111111-aaaa may be partial false",
+		"03:14 preflight 3.4.2 11111111-aaaa  false",
+		"03:07 live-audit 3.4.1 11111111-aaaa converged false",
+		"03:06 receipt 3.4.1 11111111-aaaa  false",
+		"03:04 preflight 3.4.1 11111111-aaaa  false",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if rep.Entries[3].Digest != in2.Digest || rep.Entries[0].Digest != rcB.Digest || rep.Entries[0].Context != "ctx-"+b {
+		t.Fatalf("entries %+v", rep.Entries[:4])
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(text.String()), "\n")
+	if len(lines) != 9 || !strings.HasPrefix(lines[0], "TIME ") || !strings.Contains(lines[1], "2026-01-02T03:36:05Z  receipt ") ||
+		!strings.Contains(lines[1], history.Short(rcB.Digest)) || len(history.Short(rcB.Digest)) != len("sha256:")+12 {
+		t.Fatalf("text:\n%s", text.String())
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"schema": "qinglong/ql3-history@v1"`) {
+		t.Fatalf("json: %v\n%s", err, js.String())
+	}
+
+	only, err := history.History(s.st, history.Filter{Cluster: b})
+	if err != nil || len(only.Entries) != 2 {
+		t.Fatalf("cluster filter: %v %+v", err, only)
+	}
+	if _, err := history.History(s.st, history.Filter{Cluster: "a b"}); refuse.CodeOf(err) != history.CodeClusterFilter {
+		t.Fatalf("bad cluster filter: %v", err)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	s := newSynth(t)
+	const a = "11111111-aaaa"
+	p1 := s.preflight("3.4.1", a, 0)
+	_, rc1 := s.apply("3.4.1", a, 1, true, false)
+	s.preflight("3.4.2", a, 10)
+	_, rc2 := s.apply("3.4.2", a, 11, true, false)
+	s.preflight("3.4.3", a, 20)
+	_, rc3 := s.apply("3.4.3", a, 21, true, false)
+	in4, _ := s.apply("3.4.3", a, 30, false, false)
+	la := s.liveAudit("3.4.2", a, rc2, 40, false)
+
+	d, err := history.Describe(s.st, rc2.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != history.KindReceipt || d.Release != "3.4.2" || d.CatalogCommit != "c0ffee3.4.2" || d.Context != "ctx-"+a ||
+		d.Supersedes == nil || d.Supersedes.Receipt != rc1.Digest || d.SupersededBy == nil || d.SupersededBy.Receipt != rc3.Digest || len(d.Objects) != 1 {
+		t.Fatalf("describe receipt: %+v", d)
+	}
+	var out bytes.Buffer
+	d.WriteText(&out)
+	for _, want := range []string{"kind:           receipt\n", "release:        3.4.2\n", "catalog commit: c0ffee3.4.2\n", "cluster:        " + a + "\n",
+		"recovered:      false\n", "superseded:     " + string(rc1.Digest) + " release 3.4.1", "superseded by:  " + string(rc3.Digest) + " release 3.4.3",
+		"  ConfigMap ns/cm uid uid-3.4.2 resourceVersion 7\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe text lacks %q:\n%s", want, out.String())
+		}
+	}
+	if d, err := history.Describe(s.st, rc1.Digest); err != nil || d.Supersedes != nil || d.SupersededBy.Receipt != rc3.Digest {
+		t.Fatalf("first receipt: %+v %v", d, err)
+	}
+	if d, err := history.Describe(s.st, p1.Digest); err != nil || d.Kind != history.KindPreflight || d.Plan != nil {
+		t.Fatalf("preflight: %+v %v", d, err)
+	}
+	if d, err := history.Describe(s.st, in4.Digest); err != nil || d.Kind != history.KindUnfinished || d.Release != "3.4.3" {
+		t.Fatalf("unfinished: %+v %v", d, err)
+	}
+	if d, err := history.Describe(s.st, la.Digest); err != nil || d.Kind != history.KindLiveAudit || d.Converged || d.Receipt != rc2.Digest {
+		t.Fatalf("live audit: %+v %v", d, err)
+	}
+
+	// Not root records: a blob, a command record, an unpublished receipt, an absent digest.
+	blob := s.blob(evidence.MediaTypeStdout, "plain bytes")
+	cmd := s.command(evidence.CommandApply, a)
+	var rc evidence.Receipt
+	raw, _ := s.st.Get(rc2.Digest)
+	if err := evidence.DecodeRecord(evidence.MediaTypeReceipt, raw, &rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.FinishedAt = s.at(99)
+	unpublished := s.put(evidence.MediaTypeReceipt, rc)
+	for name, dg := range map[string]digest.Digest{"blob": blob.Digest, "command": cmd.Digest, "unpublished receipt": unpublished.Digest,
+		"absent": digest.FromString("absent")} {
+		if _, err := history.Describe(s.st, dg); refuse.CodeOf(err) != history.CodeNotRoot {
+			t.Errorf("%s: code %q, want %s (%v)", name, refuse.CodeOf(err), history.CodeNotRoot, err)
+		}
+	}
+}
+
+// A store that is not private is refused before anything is read (store.Open's STORE_MODE).
+func TestHistoryNotPrivate(t *testing.T) {
+	s := newSynth(t)
+	if err := os.Chmod(s.st.Root(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(s.st.Root(), 0o700)
+	if _, err := store.Open(s.st.Root()); refuse.CodeOf(err) != store.CodeStoreMode {
+		t.Fatalf("code %q, want %s", refuse.CodeOf(err), store.CodeStoreMode)
+	}
+}
+
+// A tampered record the index names refuses the history instead of listing it.
+func TestHistoryTamperedRecord(t *testing.T) {
+	s := newSynth(t)
+	s.preflight("3.4.1", "c", 0)
+	_, rc := s.apply("3.4.1", "c", 1, true, false)
+	p := filepath.Join(s.st.Root(), "blobs", "sha256", rc.Digest.Encoded())
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, bytes.Replace(raw, []byte("3.4.1"), []byte("3.4.9"), 1), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(p, 0o400)
+	if _, err := history.History(s.st, history.Filter{}); refuse.CodeOf(err) != store.CodeObjectCorrupt {
+		t.Fatalf("code %q, want %s (%v)", refuse.CodeOf(err), store.CodeObjectCorrupt, err)
+	}
+}
+
+// BenchmarkHistory1000: a store of 1,000 receipts, each with its own apply command, preflight and
+// intent (the goal is under 200 ms).
+func BenchmarkHistory1000(b *testing.B) {
+	s := newSynth(b)
+	for i := 0; i < 1000; i++ {
+		rel := fmt.Sprintf("3.4.%d", i)
+		s.preflight(rel, "cluster", 2*i)
+		s.apply(rel, "cluster", 2*i+1, true, false)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := history.History(s.st, history.Filter{})
+		if err != nil || len(rep.Entries) != 2000 {
+			b.Fatalf("%v %d", err, len(rep.Entries))
+		}
+	}
+}
