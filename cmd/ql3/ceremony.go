@@ -56,7 +56,7 @@ func newApplyCmd(root *RootOptions) *cobra.Command {
 
 func newRunCmd(root *RootOptions) *cobra.Command {
 	return newCeremonyCmd(root, "run", "",
-		"Run the command a command file names (preflight, apply or receipt.audit)",
+		"Run the command a command file names (preflight, apply, live.audit or receipt.audit)",
 		"  ql3 run --command-file=/abs/private/apply.json\n  ql3 run --command-file=/abs/private/audit.json -o json")
 }
 
@@ -109,6 +109,9 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 			return err
 		}
 		return o.root.printAudit(s.out, rep)
+	}
+	if c.Command == evidence.CommandLiveAudit {
+		return o.liveAudit(ctx, s)
 	}
 	res, err := ceremony.Execute(ctx, ceremony.Options{CommandFile: o.commandFile, WriteApplyCommand: o.writeApply,
 		StepTimeout: o.stepTimeout, Progress: s.err}, cf)

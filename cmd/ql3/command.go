@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/store"
 )
 
 func newCommandCmd(root *RootOptions) *cobra.Command {
@@ -35,6 +36,7 @@ type commandNewOptions struct {
 	manifest, lockReport, kubeconfig, kubectl, out string
 	context, clusterUID                            string
 	store                                          string
+	fromReceipt                                    string // --from-receipt: a live-audit file instead
 }
 
 func newCommandNewCmd(root *RootOptions) *cobra.Command {
@@ -64,6 +66,7 @@ func newCommandNewCmd(root *RootOptions) *cobra.Command {
 	f.StringVar(&o.kubectl, "kubectl", "", "kubectl executable to pin")
 	f.StringVar(&o.clusterUID, "cluster-uid", "", "the kube-system UID you reviewed (ql3 cluster identity)")
 	f.StringVar(&o.out, "out", "", "where to write the command file (0600, never replaced)")
+	f.StringVar(&o.fromReceipt, "from-receipt", "", "write the live-audit command file of this receipt instead (needs only --store and --out)")
 	return c
 }
 
@@ -83,6 +86,15 @@ func (o *commandNewOptions) complete(*cobra.Command, []string) error {
 }
 
 func (o *commandNewOptions) validate() error {
+	if o.fromReceipt != "" {
+		if o.manifest != "" || o.lockReport != "" || o.kubeconfig != "" || o.context != "" || o.kubectl != "" || o.clusterUID != "" {
+			return refuse.NewUsage(CodeFlagNotApplicable, "--from-receipt takes the target from the receipt: give only --store and --out")
+		}
+		if _, err := digestArg("--from-receipt", o.fromReceipt); err != nil {
+			return err
+		}
+		return requireFlags([2]string{"--store", o.store}, [2]string{"--out", o.out})
+	}
 	return requireFlags([2]string{"--store", o.store}, [2]string{"--manifest", o.manifest},
 		[2]string{"--lock-report", o.lockReport}, [2]string{"--kubeconfig", o.kubeconfig},
 		[2]string{"--context", o.context}, [2]string{"--kubectl", o.kubectl},
@@ -93,6 +105,9 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	// The path first: a command file that could not be written is refused before any input is read.
 	if err := stablefile.CheckCreatable("command file", o.out); err != nil {
 		return err
+	}
+	if o.fromReceipt != "" {
+		return o.runFromReceipt(s)
 	}
 	c := evidence.Command{Schema: evidence.SchemaCommand, Command: evidence.CommandPreflight, Store: o.store,
 		ExpectedClusterUID: o.clusterUID, FieldManager: evidence.FieldManager}
@@ -162,4 +177,59 @@ func fileDigest(path, role string, ceiling int64) (digest.Digest, error) {
 		return "", err
 	}
 	return f.Digest, nil
+}
+
+// runFromReceipt writes the live-audit command file of a published receipt: the target of the
+// apply command it answers, command cluster.deployment.live.audit, and the receipt's digest.
+func (o *commandNewOptions) runFromReceipt(s streams) error {
+	rd, _ := digestArg("--from-receipt", o.fromReceipt)
+	st, err := store.Open(o.store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var rc evidence.Receipt
+	if err := getRecord(st, rd, evidence.MediaTypeReceipt, &rc); err != nil {
+		return err
+	}
+	if pub, ok, err := st.GetIndex(evidence.IndexReceipts, rc.Command.Digest); err != nil {
+		return err
+	} else if !ok || pub.Digest != rd {
+		return refuse.New(ceremony.CodeLiveReceiptNotFound, "receipt %s is not published in store %s", rd, o.store)
+	}
+	var c evidence.Command
+	if err := getRecord(st, rc.Command.Digest, evidence.MediaTypeCommand, &c); err != nil {
+		return err
+	}
+	c.Command, c.Preflight, c.Receipt = evidence.CommandLiveAudit, nil, &rd
+	raw, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode command: %w", err)
+	}
+	raw = append(raw, '\n')
+	if _, err := ceremony.ParseCommand(raw); err != nil {
+		return err
+	}
+	if err := stablefile.Create("command file", o.out, raw); err != nil {
+		return err
+	}
+	next := "ql3 live-audit --command-file=" + o.out
+	return o.root.printResult(s.out, struct {
+		OK      bool             `json:"ok"`
+		Path    string           `json:"path"`
+		Digest  digest.Digest    `json:"digest"`
+		Release string           `json:"release"`
+		Command evidence.Command `json:"command"`
+		Next    string           `json:"next"`
+	}{true, o.out, evidence.FromBytes(raw), rc.Lock.ReleaseVersion, c, next},
+		fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s", o.out, evidence.FromBytes(raw), rd, rc.Lock.ReleaseVersion, rc.ClusterUID, next))
+}
+
+// getRecord reads a record of mediaType from the store (re-hashed, canonical, closed shape).
+func getRecord(st *store.Store, d digest.Digest, mediaType string, v any) error {
+	b, err := st.Get(d)
+	if err != nil {
+		return err
+	}
+	return evidence.DecodeRecord(mediaType, b, v)
 }

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/opencontainers/go-digest"
 
@@ -73,11 +69,4 @@ func digestArg(name, s string) (digest.Digest, error) {
 		return "", err
 	}
 	return d, nil
-}
-
-// signalContext is cancelled by SIGINT or SIGTERM, so that a ceremony stops kubectl's process
-// group, records the interrupted run and says how to recover instead of dying mid-step.
-func signalContext() context.Context {
-	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	return ctx
 }

@@ -53,7 +53,10 @@ func newKubeconfigCheckCmd(root *RootOptions) *cobra.Command {
 	return c
 }
 
-func (o *kubeconfigCheckOptions) complete(_ *cobra.Command, a []string) error { o.path = a[0]; return nil }
+func (o *kubeconfigCheckOptions) complete(_ *cobra.Command, a []string) error {
+	o.path = a[0]
+	return nil
+}
 
 func (o *kubeconfigCheckOptions) validate() error {
 	if err := requireFlags([2]string{"--context", o.context}); err != nil {

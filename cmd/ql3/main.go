@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/internal/buildinfo"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/store"
@@ -147,10 +148,13 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newPreflightCmd(o),
 		newApplyCmd(o),
 		newRunCmd(o),
+		newLiveAuditCmd(o),
 		newCommandCmd(o),
 		newClusterCmd(o),
 		newKubeconfigCmd(o),
 		newAuditCmd(o),
+		newHistoryCmd(o),
+		newDescribeCmd(o),
 		newAttestCmd(o),
 		newStoreCmd(o),
 		newLockCmd(o),
@@ -215,7 +219,11 @@ func main() { os.Exit(mainStatus()) }
 func mainStatus() int {
 	o := &RootOptions{}
 	root := newRoot(o)
-	err := root.ExecuteContext(signalContext())
+	// A first SIGINT or SIGTERM cancels the context: a ceremony stops kubectl's process group,
+	// records the interrupted run and says how to recover (ceremony.WithSignals).
+	ctx, stop := ceremony.WithSignals(context.Background())
+	defer stop()
+	err := root.ExecuteContext(ctx)
 	if err != nil && refuse.CodeOf(err) == "" {
 		if _, ok := err.(usageError); !ok && isCobraUsage(err) {
 			err = usageError{err}

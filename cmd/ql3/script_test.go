@@ -57,6 +57,7 @@ func TestScripts(t *testing.T) {
 			"stdout-env":   cmdStdoutEnv,
 			"digest-env":   cmdDigestEnv,
 			"gen-key":      cmdGenKey,
+			"replace":      cmdReplace,
 		},
 	})
 }
@@ -162,6 +163,19 @@ func cmdGenKey(ts *testscript.TestScript, neg bool, args []string) {
 	dir := ts.MkAbs(args[1])
 	ts.Check(os.WriteFile(filepath.Join(dir, args[2]+".pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
 	ts.Check(os.WriteFile(filepath.Join(dir, args[2]+".pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644))
+}
+
+// cmdReplace replaces every OLD with NEW in FILE (a release moved into a namespace of its own).
+//
+//	replace FILE OLD NEW
+func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: replace FILE OLD NEW")
+	}
+	p := ts.MkAbs(args[0])
+	b, err := os.ReadFile(p)
+	ts.Check(err)
+	ts.Check(os.WriteFile(p, []byte(strings.ReplaceAll(string(b), args[1], args[2])), 0o600))
 }
 
 // cmdStatus runs a program and requires its exact exit status; its stdout and stderr are then

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
+	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/history"
+)
+
+// liveAuditOptions: `ql3 live-audit --command-file=F`.
+type liveAuditOptions struct {
+	ceremonyOptions
+}
+
+func newLiveAuditCmd(root *RootOptions) *cobra.Command {
+	o := &liveAuditOptions{ceremonyOptions{root: root}}
+	c := &cobra.Command{
+		Use:   "live-audit --command-file=PATH",
+		Short: "Read the live state of a receipt's objects and judge it; publish a live-audit report (read-only)",
+		Long: "Takes an apply command file whose receipt is in its store, or a live-audit command file\n" +
+			"(cluster.deployment.live.audit, written by ql3 command new --from-receipt). Runs the identity\n" +
+			"read, the convergence read fed with the receipt's manifest from the store, and the final\n" +
+			"identity read; gives every object one verdict (converged, field-differs, ownership-lost,\n" +
+			"missing, recreated, image-differs, annotation-differs) and publishes a self-digest live-audit\n" +
+			"report whether or not it finds drift. It changes nothing in the cluster. Exit 0 only when every\n" +
+			"object converged; drift is LIVE_DRIFT, exit 1, with the report published (docs/lifecycle.md).",
+		Example: "  ql3 live-audit --command-file=/abs/private/apply.json\n  ql3 live-audit -o json --command-file=/abs/private/live-audit.json",
+		Args:    cobra.NoArgs,
+		RunE:    runE(o),
+	}
+	c.Flags().StringVar(&o.commandFile, "command-file", "", "absolute path of the apply or live-audit command file")
+	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	return c
+}
+
+func (o *liveAuditOptions) run(ctx context.Context, s streams) error {
+	cf, err := ceremony.ReadCommand(o.commandFile, "")
+	if err != nil {
+		return err
+	}
+	if err := o.checkFile(&cf.Parsed.Command); err != nil {
+		return err
+	}
+	return o.liveAudit(ctx, s)
+}
+
+// liveAudit runs the live audit of the command file and prints its result; a drift refusal comes
+// with a published report, which is printed before the refusal.
+func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams) error {
+	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err})
+	if res == nil {
+		return err
+	}
+	if o.root.Output == "json" {
+		if perr := o.root.printResult(s.out, res, ""); perr != nil {
+			return perr
+		}
+		if err != nil {
+			return printedError{err}
+		}
+		return nil
+	}
+	res.WriteText(s.out)
+	return err
+}
+
+// historyOptions: `ql3 history`.
+type historyOptions struct {
+	root    *RootOptions
+	cluster string
+}
+
+func newHistoryCmd(root *RootOptions) *cobra.Command {
+	o := &historyOptions{root: root}
+	c := &cobra.Command{
+		Use:   "history [--cluster UID]",
+		Short: "List receipts, preflights, live audits and unfinished applies, newest first (offline)",
+		Long: "Reads the store offline and prints one line per receipt, preflight report, live-audit report\n" +
+			"and unfinished apply, newest first: the time, the kind, the release, the cluster UID, the\n" +
+			"context, whether it recovered, the live-audit verdict and a short digest (docs/lifecycle.md).",
+		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
+		Args:    cobra.NoArgs,
+		RunE:    runE(o),
+	}
+	c.Flags().StringVar(&o.cluster, "cluster", "", "only this kube-system UID")
+	return c
+}
+
+func (o *historyOptions) complete(*cobra.Command, []string) error { return nil }
+func (o *historyOptions) validate() error                         { return nil }
+func (o *historyOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rep, err := history.History(st, history.Filter{Cluster: o.cluster})
+	if err != nil {
+		return err
+	}
+	if o.root.Output == "json" {
+		return o.root.printResult(s.out, struct {
+			OK bool `json:"ok"`
+			*history.Report
+		}{true, rep}, "")
+	}
+	return rep.WriteText(s.out)
+}
+
+// describeOptions: `ql3 describe DIGEST`.
+type describeOptions struct {
+	root    *RootOptions
+	subject digest.Digest
+}
+
+func newDescribeCmd(root *RootOptions) *cobra.Command {
+	o := &describeOptions{root: root}
+	return &cobra.Command{
+		Use:   "describe DIGEST",
+		Short: "Say in human terms what a receipt, preflight, live audit or intent records (offline)",
+		Long: "Prints a summary of a root record: for a receipt, the release, catalog commit, cluster,\n" +
+			"context, kubectl digest, when, whether it recovered, the objects with their UIDs, and which\n" +
+			"receipt it superseded and which superseded it. A digest that is not a published root record\n" +
+			"is refused with DESCRIBE_NOT_ROOT.",
+		Example: "  ql3 describe --store /abs/evidence sha256:5f0c...",
+		Args:    cobra.ExactArgs(1),
+		RunE:    runE(o),
+	}
+}
+
+func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.subject, err = digestArg("DIGEST", a[0])
+	return err
+}
+func (o *describeOptions) validate() error { return nil }
+func (o *describeOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	d, err := history.Describe(st, o.subject)
+	if err != nil {
+		return err
+	}
+	if o.root.Output == "json" {
+		return o.root.printResult(s.out, struct {
+			OK bool `json:"ok"`
+			*history.Description
+		}{true, d}, "")
+	}
+	d.WriteText(s.out)
+	return nil
+}
