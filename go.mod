@@ -7,6 +7,7 @@ require (
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/spf13/cobra v1.9.1
+	golang.org/x/crypto v0.36.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.31.0
 	k8s.io/apimachinery v0.34.3
