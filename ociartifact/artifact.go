@@ -410,8 +410,12 @@ func Collect(src Source, root digest.Digest, attachments []Attachment) (*Collect
 	if c.Manifest, c.Desc, err = Manifest(r, c.Closure); err != nil {
 		return nil, err
 	}
+	inClosure := make(map[digest.Digest]bool, len(c.Closure))
+	for _, d := range c.Closure {
+		inClosure[d.Digest] = true
+	}
 	for _, at := range attachments {
-		if _, ok := c.Blobs[at.Subject]; !ok || !slices.ContainsFunc(c.Closure, func(d evidence.Descriptor) bool { return d.Digest == at.Subject }) {
+		if !inClosure[at.Subject] {
 			return nil, refuse.New(CodeAttachment, "attachment subject %s is not an object of the closure of %s", at.Subject, root)
 		}
 		if at.Blob.MediaType == "" || at.Blob.Size > store.MaxObjectSize {

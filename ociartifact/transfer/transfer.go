@@ -93,7 +93,6 @@ func repository(ref string, o Options) (*remote.Repository, registry.Reference, 
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	tr.Proxy = nil // a loopback test registry and a private registry alike are reached directly
 	repo := &remote.Repository{
 		Client: &auth.Client{
 			Client:     &http.Client{Transport: tr},
