@@ -4,21 +4,26 @@
 # and prints the entry's directory on stdout (and nothing else there). The binaries are in
 # <entry>/bin/, named by the last element of each command's package path.
 #
-#   internal/tools/build-tool.sh testdata/tools/registry   # distribution registry
-#   internal/tools/build-tool.sh testdata/tools/oras       # oras CLI
+#   internal/tools/build-tool.sh registry                  # testdata/tools/registry: distribution
+#   internal/tools/build-tool.sh testdata/tools/oras       # a module directory works too
 #
-# The entry is keyed by the tool's name, the version of the module of its first command,
-# `go env GOVERSION` and the go.sum digest; it is built in a temporary directory beside it and
+# The entry is $QL3_CACHE/tools/<name>/<version>_<go version>_sum-<go.sum digest>, <version>
+# being that of the module of the first command; it is built in a temporary directory beside it and
 # renamed into place, so a killed build never leaves half an entry and a cached entry is reused.
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
-	echo "usage: build-tool.sh <tool module directory>" >&2
+	echo "usage: build-tool.sh <tool name | tool module directory>" >&2
 	exit 2
 fi
-module=$(cd "$1" && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if [[ "$1" == */* ]]; then
+	module=$(cd "$1" && pwd)
+else
+	module=$repo/testdata/tools/$1
+fi
 name=$(basename "$module")
-cache_root=${QL3_CACHE:-$HOME/.cache/ql3}/tools
+cache_root=${QL3_CACHE:-$HOME/.cache/ql3}/tools/$name
 
 cd "$module"
 export GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 GOWORK=off
@@ -35,7 +40,7 @@ if [[ -z "$version" ]]; then
 fi
 go_version=$(go env GOVERSION)
 sum_digest=$(sha256sum go.sum | cut -c1-16)
-key="${name}-${version}_${go_version}_sum-${sum_digest}"
+key="${version}_${go_version}_sum-${sum_digest}"
 entry="$cache_root/$key"
 
 if [[ -f "$entry/manifest.json" ]]; then
