@@ -374,6 +374,18 @@ func TestRegistryRefusals(t *testing.T) {
 // test saw, no pushed blob, no file of the registry's storage.
 func TestZCredentialsScan(t *testing.T) {
 	r := registry(t)
+	// Refusals of its own, so that the scan holds when run alone: a wrong password and a right
+	// one sent where it is refused.
+	t.Setenv("DOCKER_CONFIG", r.DockerConfig(t, r.User, r.Password+"x"))
+	_, _, err := transfer.Pull(context.Background(), r.Host+"/ql3/scan:x", freshStore(t), opts(r))
+	if code(err) != transfer.CodeAuth {
+		t.Fatalf("pull with a wrong password: %v", err)
+	}
+	t.Setenv("DOCKER_CONFIG", r.DockerConfig(t, r.User, r.Password))
+	_, _, err = transfer.Pull(context.Background(), r.Host+"/ql3/scan:x", freshStore(t), transfer.Options{})
+	if code(err) != transfer.CodeTLS {
+		t.Fatalf("pull over an untrusted certificate: %v", err)
+	}
 	errsMu.Lock()
 	all := strings.Join(errs, "\n")
 	errsMu.Unlock()
