@@ -30,6 +30,9 @@ func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociart
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
+	if r.Reference == "" {
+		return nil, ocispec.Descriptor{}, refuse.New(CodeReference, "reference %q names neither a tag nor a digest", ref)
+	}
 	if err := r.ValidateReference(); err != nil {
 		return nil, ocispec.Descriptor{}, classifyRef(err, ref)
 	}

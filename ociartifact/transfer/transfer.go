@@ -142,6 +142,12 @@ func classify(err error, format string, args ...any) error {
 			return refuse.Wrap(CodeNotFound, err, format, args...)
 		}
 	}
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return refuse.Wrap(CodeAuth, err, format+" (the docker configuration has no credentials for this registry)", args...)
+	}
+	if errors.Is(err, errdef.ErrInvalidReference) {
+		return refuse.Wrap(CodeReference, err, format, args...)
+	}
 	if errors.Is(err, errdef.ErrNotFound) {
 		return refuse.Wrap(CodeNotFound, err, format, args...)
 	}
