@@ -25,6 +25,8 @@ build:
 tools:
 	@internal/tools/build-k8s.sh
 	@internal/tools/build-tool.sh cosign
+	@internal/tools/build-tool.sh registry
+	@internal/tools/build-tool.sh oras
 
 $(STATICCHECK):
 	GOBIN=$(dir $(STATICCHECK)) GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -38,7 +40,8 @@ lint: $(STATICCHECK)
 # sampled bytes only; the second run flips every byte of every object and rewrites every field
 # (about 5 minutes on 2 cores).
 test: lint
-	QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) QL3_COSIGN_TOOLS=$$(internal/tools/build-tool.sh cosign) \
+	QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) QL3_COSIGN_TOOLS=$$(internal/tools/build-tool.sh cosign)/bin \
+		QL3_TOOL_REGISTRY=$$(internal/tools/build-tool.sh registry) QL3_TOOL_ORAS=$$(internal/tools/build-tool.sh oras) \
 		$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -run '^(TestTamperEveryObject|TestFieldSweep)$$' ./audit/
 

@@ -1,15 +1,19 @@
 module github.com/qinglong/ql3
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/cyberphone/json-canonicalization v0.0.0-20241213102144-19d51d7fe467
 	github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec v1.1.1
 	github.com/rogpeppe/go-internal v1.14.1
 	github.com/spf13/cobra v1.9.1
+	golang.org/x/crypto v0.36.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.31.0
 	k8s.io/apimachinery v0.34.3
 	k8s.io/client-go v0.34.3
+	oras.land/oras-go/v2 v2.7.0
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0
 	sigs.k8s.io/yaml v1.6.0
 )

@@ -14,16 +14,16 @@ import (
 )
 
 // cosignBin returns the cosign built by `internal/tools/build-tool.sh cosign`, named by
-// QL3_COSIGN_TOOLS (the directory the builder prints). Without it the test is skipped, and fails
+// QL3_COSIGN_TOOLS (the bin directory of the entry the builder prints). Without it the test is skipped, and fails
 // under CI=true, where the tool must have been built.
 func cosignBin(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("QL3_COSIGN_TOOLS")
 	if dir == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("QL3_COSIGN_TOOLS is not set; CI must build cosign: QL3_COSIGN_TOOLS=$(internal/tools/build-tool.sh cosign)")
+			t.Fatal("QL3_COSIGN_TOOLS is not set; CI must build cosign: QL3_COSIGN_TOOLS=$(internal/tools/build-tool.sh cosign)/bin")
 		}
-		t.Skip("QL3_COSIGN_TOOLS is not set (QL3_COSIGN_TOOLS=$(internal/tools/build-tool.sh cosign))")
+		t.Skip("QL3_COSIGN_TOOLS is not set (QL3_COSIGN_TOOLS=$(internal/tools/build-tool.sh cosign)/bin)")
 	}
 	bin := filepath.Join(dir, "cosign")
 	if _, err := os.Stat(bin); err != nil {

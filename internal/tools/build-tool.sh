@@ -1,59 +1,50 @@
 #!/usr/bin/env bash
-# Builds a pinned third-party CLI from the Go module proxy into a cache entry outside the
-# repository, and prints the entry's bin directory on stdout (and nothing else there).
+# Builds the Go commands a tool module pins (testdata/tools/<name>/: go.mod, go.sum and a
+# tools.go of blank imports) from the Go module proxy into a cache entry outside the repository,
+# and prints the entry's directory on stdout (and nothing else there). The binaries are in
+# <entry>/bin/, named by the last element of each command's package path.
 #
-#   internal/tools/build-tool.sh NAME
+#   internal/tools/build-tool.sh registry                  # testdata/tools/registry: distribution
+#   internal/tools/build-tool.sh testdata/tools/oras       # a module directory works too
 #
-# NAME is a tool module under testdata/tools/NAME: a go.mod and go.sum that pin the tool, and a
-# tools.go (build tag `tools`) whose blank imports name the main packages to build, one per line
-# (`_ "example.com/x/cmd/x"`). The binary takes the last element of the package path (a trailing
-# /vN is skipped). The versions live in that go.mod only.
-#
-# The entry is $QL3_CACHE/tools/NAME/<key> (QL3_CACHE defaults to $HOME/.cache/ql3), keyed by the
-# versions of the modules that provide the built packages, `go env GOVERSION` and the go.sum
-# digest. It is built in a temporary directory beside it and renamed into place, so a killed build
-# never leaves half an entry, and a concurrent builder that won the race keeps its entry. Run cold
-# builds under the shared heavy-build lock:
-#
-#   nice -n 10 flock /tmp/ql3-heavy-build.lock internal/tools/build-tool.sh cosign
+# The entry is $QL3_CACHE/tools/<name>/<version>_<go version>_sum-<go.sum digest>, <version>
+# being that of the module of the first command; it is built in a temporary directory beside it and
+# renamed into place, so a killed build never leaves half an entry and a cached entry is reused.
 set -euo pipefail
 
-if [[ $# -ne 1 || ! $1 =~ ^[a-z0-9][a-z0-9-]*$ ]]; then
-	echo "usage: build-tool.sh NAME (a module under testdata/tools/NAME)" >&2
+if [[ $# -ne 1 ]]; then
+	echo "usage: build-tool.sh <tool name | tool module directory>" >&2
 	exit 2
 fi
-name=$1
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-module=$repo/testdata/tools/$name
-cache_root=${QL3_CACHE:-$HOME/.cache/ql3}/tools/$name
-if [[ ! -f $module/go.mod || ! -f $module/go.sum || ! -f $module/tools.go ]]; then
-	echo "build-tool: $module needs go.mod, go.sum and tools.go" >&2
-	exit 2
+if [[ "$1" == */* ]]; then
+	module=$(cd "$1" && pwd)
+else
+	module=$repo/testdata/tools/$1
 fi
+name=$(basename "$module")
+cache_root=${QL3_CACHE:-$HOME/.cache/ql3}/tools/$name
 
 cd "$module"
 export GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 GOWORK=off
 
-mapfile -t pkgs < <(sed -n 's/^[[:space:]]*_[[:space:]]*"\([^"]*\)".*/\1/p' tools.go)
+mapfile -t pkgs < <(go list -e -tags tools -f '{{join .Imports "\n"}}' .)
 if [[ ${#pkgs[@]} -eq 0 ]]; then
-	echo "build-tool: $module/tools.go names no package" >&2
+	echo "build-tool: $module/tools.go imports no command" >&2
 	exit 2
 fi
-# The module of each package and its pinned version, e.g. github.com/sigstore/cosign/v3@v3.1.3.
-mapfile -t mods < <(go list -f '{{.Module.Path}}@{{.Module.Version}}' "${pkgs[@]}" | sort -u)
-versions=""
-for m in "${mods[@]}"; do
-	path=${m%@*}
-	[[ $path =~ /v[0-9]+$ ]] && path=${path%/v*} # github.com/sigstore/cosign/v3 -> cosign
-	versions+="${versions:+_}$(basename "$path")-${m#*@}"
-done
+version=$(go list -e -tags tools -f '{{with .Module}}{{.Version}}{{end}}' "${pkgs[0]}")
+if [[ -z "$version" ]]; then
+	echo "build-tool: cannot read the pinned version of ${pkgs[0]}" >&2
+	exit 2
+fi
 go_version=$(go env GOVERSION)
-sum_digest=$(sha256sum go.sum | cut -d' ' -f1)
-key="${versions}_${go_version}_sum-${sum_digest:0:16}"
+sum_digest=$(sha256sum go.sum | cut -c1-16)
+key="${version}_${go_version}_sum-${sum_digest}"
 entry="$cache_root/$key"
 
-if [[ -f $entry/manifest.json ]]; then
-	echo "$entry/bin"
+if [[ -f "$entry/manifest.json" ]]; then
+	echo "$entry"
 	exit 0
 fi
 
@@ -62,25 +53,19 @@ tmp=$(mktemp -d "$cache_root/.build-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 start=$(date +%s)
-echo "build-tool: building $name (${mods[*]}) with $go_version" >&2
+echo "build-tool: building ${pkgs[*]} ($version) with $go_version" >&2
 mkdir "$tmp/bin"
-# One go build for every package shares the dependency graph and both cores.
 go build -trimpath -ldflags "-s -w" -o "$tmp/bin/" "${pkgs[@]}"
 
 {
-	printf '{\n  "tool": "%s",\n  "modules": [' "$name"
-	sep=""
-	for m in "${mods[@]}"; do
-		printf '%s"%s"' "$sep" "$m"
-		sep=", "
-	done
-	printf '],\n  "goVersion": "%s",\n  "goSum": "sha256:%s",\n  "binaries": {\n' "$go_version" "$sum_digest"
+	printf '{\n  "tool": "%s",\n  "version": "%s",\n  "goVersion": "%s",\n  "goSum": "sha256:%s",\n  "binaries": {\n' \
+		"$name" "$version" "$go_version" "$(sha256sum go.sum | cut -d' ' -f1)"
 	sep=""
 	for b in "$tmp"/bin/*; do
 		printf '%s    "%s": "sha256:%s"' "$sep" "$(basename "$b")" "$(sha256sum "$b" | cut -d' ' -f1)"
 		sep=$',\n'
 	done
-	printf '\n  },\n  "buildSeconds": %d\n}\n' "$(($(date +%s) - start))"
+	printf '\n  }\n}\n'
 } >"$tmp/manifest.json"
 chmod 0755 "$tmp" "$tmp/bin"
 chmod 0555 "$tmp/bin/"*
@@ -91,4 +76,4 @@ if mv -T "$tmp" "$entry" 2>/dev/null; then
 	trap - EXIT
 fi
 echo "build-tool: $name done in $(($(date +%s) - start)) s" >&2
-echo "$entry/bin"
+echo "$entry"

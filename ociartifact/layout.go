@@ -1,0 +1,458 @@
+package ociartifact
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/store"
+)
+
+// DefaultTag is the tag Export names the artifact by when the caller gives none:
+// "<kind>-<hex of root>" (72 characters, within the distribution spec's 128).
+func DefaultTag(r *Root) string { return r.Kind + "-" + r.Descriptor.Digest.Encoded() }
+
+// Export writes the OCI image layout of c (see Collect) into dir, which must not exist: its
+// parent must. The blobs, the empty config, the artifact manifest and its referrers are written
+// first, oci-layout and index.json last, so a killed export leaves no index.json and no tool
+// takes it for a layout. Files are 0400 and directories 0700, like the store: an export is
+// evidence, not a workspace. It returns the artifact manifest's descriptor.
+func Export(c *Collected, dir, tag string) (ocispec.Descriptor, error) {
+	if tag == "" {
+		tag = DefaultTag(c.Root)
+	}
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return ocispec.Descriptor{}, refuse.New(CodeLayout, "export path %q is not absolute and clean", dir)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return ocispec.Descriptor{}, refuse.New(CodeLayout, "export directory %s exists: an export is written into a new directory", dir)
+		}
+		return ocispec.Descriptor{}, refuse.Wrap(CodeLayout, err, "create export directory")
+	}
+	desc, err := export(c, dir, tag)
+	if err != nil {
+		// dir is ours: we created it a moment ago.
+		os.RemoveAll(dir)
+		return ocispec.Descriptor{}, err
+	}
+	return desc, nil
+}
+
+func export(c *Collected, dir, tag string) (ocispec.Descriptor, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return ocispec.Descriptor{}, refuse.Wrap(CodeLayout, err, "open export directory")
+	}
+	defer root.Close()
+	for _, d := range []string{"blobs", "blobs/sha256"} {
+		if err := root.Mkdir(d, 0o700); err != nil {
+			return ocispec.Descriptor{}, refuse.Wrap(CodeLayout, err, "create %s", d)
+		}
+	}
+	put := func(d digest.Digest, b []byte) error { return writeNew(root, "blobs/sha256/"+d.Encoded(), b) }
+	for _, d := range c.Closure {
+		if err := put(d.Digest, c.Blobs[d.Digest]); err != nil {
+			return ocispec.Descriptor{}, err
+		}
+	}
+	if err := put(EmptyConfig.Digest, EmptyConfig.Data); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if err := put(c.Desc.Digest, c.Manifest); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	top := c.Desc
+	top.Annotations = map[string]string{ocispec.AnnotationRefName: tag}
+	idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: []ocispec.Descriptor{top}}
+	for _, r := range c.Referrers {
+		if _, done := c.Blobs[r.Blob.Digest]; done && !slices.ContainsFunc(c.Closure, func(d evidence.Descriptor) bool { return d.Digest == r.Blob.Digest }) {
+			if err := putOnce(root, r.Blob.Digest, c.Blobs[r.Blob.Digest]); err != nil {
+				return ocispec.Descriptor{}, err
+			}
+		}
+		if err := putOnce(root, r.Desc.Digest, r.Manifest); err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		idx.Manifests = append(idx.Manifests, r.Desc)
+	}
+	ib, err := json.Marshal(idx)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("ociartifact: marshal index.json: %w", err)
+	}
+	lb, err := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("ociartifact: marshal oci-layout: %w", err)
+	}
+	if err := writeNew(root, ocispec.ImageLayoutFile, lb); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if err := writeNew(root, ocispec.ImageIndexFile, ib); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if err := syncDirs(root, "blobs/sha256", "blobs", "."); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return c.Desc, nil
+}
+
+// putOnce writes a blob unless an identical one is already there (two bundles may share one).
+func putOnce(root *os.Root, d digest.Digest, b []byte) error {
+	name := "blobs/sha256/" + d.Encoded()
+	if _, err := root.Lstat(name); err == nil {
+		return nil
+	}
+	return writeNew(root, name, b)
+}
+
+func writeNew(root *os.Root, name string, b []byte) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	if err != nil {
+		return refuse.Wrap(CodeLayout, err, "create %s", name)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return refuse.Wrap(CodeLayout, err, "write %s", name)
+	}
+	return nil
+}
+
+func syncDirs(root *os.Root, names ...string) error {
+	for _, n := range names {
+		f, err := root.Open(n)
+		if err != nil {
+			return refuse.Wrap(CodeLayout, err, "open %s for fsync", n)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return refuse.Wrap(CodeLayout, err, "fsync %s", n)
+		}
+	}
+	return nil
+}
+
+// Layout is an OCI image layout opened read-only: by ql3's Export, or by a third-party tool
+// (`oras copy --to-oci-layout`, `oras pull --oci-layout`). It serves the objects of the
+// evidence manifests that index.json names, re-hashing each on every read, and an index derived
+// from their roots, so `ql3 audit` runs on it in place. It never writes: the directory is held
+// by an os.Root opened for reading, and no method creates, renames or changes a file.
+type Layout struct {
+	root      *os.Root
+	artifacts []*layoutArtifact
+	objects   map[digest.Digest]bool // layers of the evidence manifests: the only objects served
+	index     map[string]map[digest.Digest]evidence.Descriptor
+	others    []ocispec.Descriptor // other manifests index.json names (referrers)
+}
+
+type layoutArtifact struct {
+	desc     ocispec.Descriptor
+	artifact *Artifact
+	root     *Root
+}
+
+var _ Source = (*Layout)(nil)
+
+// maxIndexJSON bounds index.json and oci-layout.
+const maxIndexJSON = 16 << 20
+
+// OpenLayout opens the layout at dir read-only. It checks oci-layout, parses index.json, reads
+// and re-hashes every image manifest it names, keeps those of artifactType ArtifactType, and
+// derives the store index of their roots (a root's bytes re-hashed and classified). It does not
+// walk the closures: Verify does, and so does the auditor.
+func OpenLayout(dir string) (*Layout, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, refuse.Wrap(CodeLayout, err, "open layout")
+	}
+	l := &Layout{root: root, objects: map[digest.Digest]bool{}, index: map[string]map[digest.Digest]evidence.Descriptor{
+		evidence.IndexReceipts: {}, evidence.IndexIntents: {}, evidence.IndexPreflights: {}}}
+	if err := l.load(); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close releases the layout's directory descriptor.
+func (l *Layout) Close() error { return l.root.Close() }
+
+func (l *Layout) load() error {
+	lb, err := l.readFile(ocispec.ImageLayoutFile, maxIndexJSON)
+	if err != nil {
+		return err
+	}
+	var il ocispec.ImageLayout
+	if err := json.Unmarshal(lb, &il); err != nil || il.Version != ocispec.ImageLayoutVersion {
+		return refuse.New(CodeLayout, "oci-layout is not {\"imageLayoutVersion\":%q}", ocispec.ImageLayoutVersion)
+	}
+	ib, err := l.readFile(ocispec.ImageIndexFile, maxIndexJSON)
+	if err != nil {
+		return err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(ib, &idx); err != nil || idx.SchemaVersion != 2 {
+		return refuse.New(CodeLayout, "index.json is not an OCI image index")
+	}
+	for _, m := range idx.Manifests {
+		if _, err := evidence.ParseDigest(string(m.Digest)); err != nil {
+			return refuse.Wrap(CodeLayout, err, "index.json names a manifest")
+		}
+		if m.MediaType != ocispec.MediaTypeImageManifest {
+			l.others = append(l.others, m)
+			continue
+		}
+		if m.Size > MaxManifestBytes {
+			return refuse.New(CodeTooLarge, "manifest %s of %d bytes exceeds %d", m.Digest, m.Size, MaxManifestBytes)
+		}
+		mb, err := l.blob(m.Digest, MaxManifestBytes)
+		if err != nil {
+			return err
+		}
+		if int64(len(mb)) != m.Size {
+			return refuse.New(CodeLayout, "manifest %s has %d bytes, index.json says %d", m.Digest, len(mb), m.Size)
+		}
+		var probe struct {
+			ArtifactType string `json:"artifactType"`
+		}
+		if err := json.Unmarshal(mb, &probe); err != nil || probe.ArtifactType != ArtifactType {
+			l.others = append(l.others, m)
+			continue
+		}
+		a, err := ParseManifest(mb)
+		if err != nil {
+			return err
+		}
+		rb, err := l.blob(a.Root.Digest, store.MaxObjectSize)
+		if err != nil {
+			return err
+		}
+		r, err := ParseRoot(a.Root.Digest, rb)
+		if err != nil {
+			return err
+		}
+		if r.Descriptor != a.Root {
+			return refuse.New(CodeNotClosure, "manifest %s: first layer is not the root descriptor", m.Digest)
+		}
+		for _, e := range r.Index {
+			if old, ok := l.index[e.Kind][e.Key]; ok && old != e.Descriptor {
+				return refuse.New(store.CodeIndexConflict, "two manifests of the layout publish index %s entry %s differently", e.Kind, e.Key)
+			}
+			l.index[e.Kind][e.Key] = e.Descriptor
+		}
+		for _, d := range a.Layers {
+			l.objects[d.Digest] = true
+		}
+		l.artifacts = append(l.artifacts, &layoutArtifact{desc: m, artifact: a, root: r})
+	}
+	if len(l.artifacts) == 0 {
+		return refuse.New(CodeLayout, "index.json names no manifest of artifactType %s", ArtifactType)
+	}
+	return nil
+}
+
+// readFile reads a regular file of the layout, refusing a symlink or anything larger than max.
+func (l *Layout) readFile(name string, max int64) ([]byte, error) {
+	st, err := l.root.Lstat(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, refuse.New(CodeLayout, "layout has no %s", name)
+		}
+		return nil, refuse.Wrap(CodeLayout, err, "stat %s", name)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, refuse.New(CodeLayout, "layout entry %s is not a regular file", name)
+	}
+	if st.Size() > max {
+		return nil, refuse.New(CodeTooLarge, "layout entry %s of %d bytes exceeds %d", name, st.Size(), max)
+	}
+	f, err := l.root.Open(name)
+	if err != nil {
+		return nil, refuse.Wrap(CodeLayout, err, "open %s", name)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, refuse.Wrap(CodeLayout, err, "read %s", name)
+	}
+	if int64(len(b)) > max {
+		return nil, refuse.New(CodeTooLarge, "layout entry %s grew past %d bytes", name, max)
+	}
+	return b, nil
+}
+
+// blob reads blobs/sha256/<hex of d> and re-hashes it.
+func (l *Layout) blob(d digest.Digest, max int64) ([]byte, error) {
+	name := "blobs/sha256/" + d.Encoded()
+	if _, err := l.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		return nil, refuse.New(store.CodeObjectNotFound, "layout has no blob %s", d)
+	}
+	b, err := l.readFile(name, max)
+	if err != nil {
+		if refuse.CodeOf(err) == CodeLayout {
+			return nil, refuse.Wrap(store.CodeObjectNotRegular, err, "blob %s", d)
+		}
+		return nil, err
+	}
+	if evidence.FromBytes(b) != d {
+		return nil, refuse.New(store.CodeObjectCorrupt, "layout blob %s does not hash to its name", d)
+	}
+	return b, nil
+}
+
+// Get returns the object named d, re-hashed. Only objects of the evidence manifests' layers are
+// served: any other blob of the layout (a manifest, a bundle) is not evidence of the store.
+func (l *Layout) Get(d digest.Digest) ([]byte, error) {
+	if _, err := evidence.ParseDigest(string(d)); err != nil {
+		return nil, err
+	}
+	if !l.objects[d] {
+		return nil, refuse.New(store.CodeObjectNotFound, "object %s is not a layer of an evidence manifest of the layout", d)
+	}
+	return l.blob(d, store.MaxObjectSize)
+}
+
+// GetDescriptor is Get plus the descriptor's size and, for record media types, canonical form
+// and schema: the checks of store.Store.GetDescriptor, with the same codes.
+func (l *Layout) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
+	b, err := l.Get(d.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != d.Size {
+		return nil, refuse.New(store.CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
+	}
+	if _, ok := evidence.RecordSchema(d.MediaType); ok {
+		var probe map[string]any
+		if err := evidence.DecodeRecord(d.MediaType, b, &probe); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// GetIndex answers from the index derived from the layout's roots (ParseRoot's entries): a
+// manifest naming a root is what publishes it in a layout.
+func (l *Layout) GetIndex(kind string, key digest.Digest) (evidence.Descriptor, bool, error) {
+	m, ok := l.index[kind]
+	if !ok {
+		return evidence.Descriptor{}, false, refuse.New(store.CodeIndexKind, "unknown index kind %q", kind)
+	}
+	if _, err := evidence.ParseDigest(string(key)); err != nil {
+		return evidence.Descriptor{}, false, err
+	}
+	d, ok := m[key]
+	return d, ok, nil
+}
+
+// Roots lists the roots of the layout's evidence manifests, in index.json order.
+func (l *Layout) Roots() []*Root {
+	out := make([]*Root, 0, len(l.artifacts))
+	for _, a := range l.artifacts {
+		out = append(out, a.root)
+	}
+	return out
+}
+
+// Verify checks the layout as `store verify` checks a store, writing nothing: every blob
+// re-hashes, every evidence manifest's layers are exactly its root's closure (CheckClosure), and
+// it lists the published roots. It keeps going after a finding.
+func (l *Layout) Verify() (*store.Report, error) {
+	r := &store.Report{Receipts: []store.IndexEntry{}, Preflights: []store.IndexEntry{}, Intents: []store.IndexEntry{},
+		Unfinished: []store.IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []store.Finding{}, Hints: []store.Finding{}}
+	bad := func(path string, err error) {
+		r.Corruption = append(r.Corruption, store.Finding{Code: refuse.CodeOf(err), Path: path, Msg: err.Error()})
+	}
+	dir, err := l.root.Open("blobs/sha256")
+	if err != nil {
+		return nil, refuse.Wrap(CodeLayout, err, "open blobs/sha256")
+	}
+	ents, err := dir.ReadDir(-1)
+	dir.Close()
+	if err != nil {
+		return nil, refuse.Wrap(CodeLayout, err, "list blobs/sha256")
+	}
+	good := map[digest.Digest]bool{}
+	for _, e := range ents {
+		rel := "blobs/sha256/" + e.Name()
+		d, err := evidence.ParseDigest("sha256:" + e.Name())
+		if err != nil {
+			bad(rel, refuse.New(store.CodeStrayFile, "stray entry in blobs/sha256/"))
+			continue
+		}
+		r.Objects++
+		b, err := l.blob(d, MaxArtifactBytes)
+		if err != nil {
+			bad(rel, err)
+			continue
+		}
+		good[d] = true
+		r.Bytes += int64(len(b))
+	}
+	reached := map[digest.Digest]bool{EmptyConfig.Digest: true}
+	for _, a := range l.artifacts {
+		reached[a.desc.Digest] = true
+		_, err := CheckClosure(a.artifact, func(d digest.Digest) ([]byte, bool, error) {
+			reached[d] = true
+			if !good[d] {
+				return nil, false, nil
+			}
+			b, err := l.blob(d, store.MaxObjectSize)
+			return b, err == nil, err
+		})
+		if err != nil {
+			bad("blobs/sha256/"+a.desc.Digest.Encoded(), err)
+			continue
+		}
+		for _, e := range a.root.Index {
+			switch e.Kind {
+			case evidence.IndexReceipts:
+				r.Receipts = append(r.Receipts, e)
+			case evidence.IndexIntents:
+				r.Intents = append(r.Intents, e)
+			default:
+				r.Preflights = append(r.Preflights, e)
+			}
+		}
+	}
+	for _, m := range l.others {
+		reached[m.Digest] = true
+		if mb, err := l.blob(m.Digest, MaxManifestBytes); err == nil {
+			var om ocispec.Manifest
+			if json.Unmarshal(mb, &om) == nil {
+				for _, ly := range append([]ocispec.Descriptor{om.Config}, om.Layers...) {
+					reached[ly.Digest] = true
+				}
+			}
+		}
+	}
+	for d := range good {
+		if !reached[d] {
+			r.Unreferenced = append(r.Unreferenced, d)
+		}
+	}
+	slices.Sort(r.Unreferenced)
+	for _, d := range r.Unreferenced {
+		r.Hints = append(r.Hints, store.Finding{Code: store.CodeUnreferenced, Path: "blobs/sha256/" + d.Encoded(),
+			Msg: "blob no manifest of index.json reaches"})
+	}
+	return r, nil
+}

@@ -1,0 +1,4 @@
+package transfer
+
+// Repository exposes the configured client to the tests, which push hand-made manifests.
+var Repository = repository

@@ -1,0 +1,149 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
+	"oras.land/oras-go/v2/content"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/store"
+)
+
+// Pull copies the artifact ref names (host[:port]/repository:tag or @sha256:...) into dst. It
+// holds everything in memory until the artifact is proven: the manifest is re-hashed (and must
+// be the digest ref names, if it names one), every layer is fetched and re-hashed, and the
+// layers must be exactly the closure of the root the manifest names (ociartifact.CheckClosure).
+// Only then are the objects written, no-replace — an object already present with other content
+// is refused with the store's OBJECT_CORRUPT — and the root's index entries written last, so a
+// refused or interrupted pull publishes nothing. It returns the root and the manifest's
+// descriptor.
+func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
+	repo, r, err := repository(ref, o)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	if r.Reference == "" {
+		return nil, ocispec.Descriptor{}, refuse.New(CodeReference, "reference %q names neither a tag nor a digest", ref)
+	}
+	if err := r.ValidateReference(); err != nil {
+		return nil, ocispec.Descriptor{}, classifyRef(err, ref)
+	}
+	desc, rc, err := repo.FetchReference(ctx, r.Reference)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, classify(err, "fetch manifest %s", r.Reference)
+	}
+	mb, err := readVerified(rc, desc, ociartifact.MaxManifestBytes)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	if want, derr := r.Digest(); derr == nil && want != desc.Digest {
+		return nil, ocispec.Descriptor{}, refuse.New(ociartifact.CodeBlobDigest, "registry served manifest %s for %s", desc.Digest, want)
+	}
+	if desc.MediaType != ocispec.MediaTypeImageManifest {
+		return nil, ocispec.Descriptor{}, refuse.New(ociartifact.CodeManifest, "%s is a %q, not an OCI image manifest", r.Reference, desc.MediaType)
+	}
+	a, err := ociartifact.ParseManifest(mb)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	blobs, err := fetchLayers(ctx, repo, a.Layers, o.concurrency())
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	root, err := ociartifact.CheckClosure(a, func(d digest.Digest) ([]byte, bool, error) {
+		b, ok := blobs[d]
+		return b, ok, nil
+	})
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	if err := Import(dst, root, a.Layers, blobs); err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	return root, desc, nil
+}
+
+// Import writes a proven closure into dst: objects no-replace (each existing object re-hashed by
+// the store; other content under the name is OBJECT_CORRUPT), then the root's index entries,
+// the receipt's last.
+func Import(dst *store.Store, root *ociartifact.Root, layers []evidence.Descriptor, blobs map[digest.Digest][]byte) error {
+	for _, d := range layers {
+		got, err := dst.PutBlob(d.MediaType, blobs[d.Digest])
+		if err != nil {
+			return err
+		}
+		if got.Digest != d.Digest {
+			return refuse.New(store.CodeObjectCorrupt, "store named object %s as %s", d.Digest, got.Digest)
+		}
+	}
+	for _, e := range root.Index {
+		if err := dst.PutIndex(e.Kind, e.Key, e.Descriptor); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fetchLayers(ctx context.Context, repo interface {
+	Fetch(context.Context, ocispec.Descriptor) (io.ReadCloser, error)
+}, layers []evidence.Descriptor, n int) (map[digest.Digest][]byte, error) {
+	var mu sync.Mutex
+	out := make(map[digest.Digest][]byte, len(layers))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for _, l := range layers {
+		g.Go(func() error {
+			d := ocispec.Descriptor{MediaType: l.MediaType, Digest: l.Digest, Size: l.Size}
+			rc, err := repo.Fetch(ctx, d)
+			if err != nil {
+				return classify(err, "fetch layer %s", l.Digest)
+			}
+			b, err := readVerified(rc, d, store.MaxObjectSize)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			out[l.Digest] = b
+			mu.Unlock()
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// readVerified reads exactly d.Size bytes (at most max) and checks they hash to d.Digest.
+func readVerified(rc io.ReadCloser, d ocispec.Descriptor, max int64) ([]byte, error) {
+	defer rc.Close()
+	if d.Size < 0 || d.Size > max {
+		return nil, refuse.New(ociartifact.CodeTooLarge, "%s of %d bytes exceeds %d", d.Digest, d.Size, max)
+	}
+	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
+	if err != nil {
+		if errors.Is(err, content.ErrMismatchedDigest) || errors.Is(err, content.ErrTrailingData) {
+			return nil, refuse.Wrap(ociartifact.CodeBlobDigest, err, "read %s", d.Digest)
+		}
+		return nil, classify(err, "read %s", d.Digest)
+	}
+	if int64(len(b)) != d.Size {
+		return nil, refuse.New(ociartifact.CodeBlobDigest, "registry served %d bytes for %s of %d", len(b), d.Digest, d.Size)
+	}
+	if _, err := evidence.ParseDigest(string(d.Digest)); err != nil {
+		return nil, err
+	}
+	if evidence.FromBytes(b) != d.Digest {
+		return nil, refuse.New(ociartifact.CodeBlobDigest, "bytes the registry served for %s hash to %s", d.Digest, evidence.FromBytes(b))
+	}
+	return b, nil
+}
+
+func classifyRef(err error, ref string) error {
+	return refuse.Wrap(CodeReference, err, "reference %q", ref)
+}
