@@ -9,6 +9,7 @@ package audit
 
 import (
 	"fmt"
+	"github.com/qinglong/ql3/attest"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -99,6 +100,8 @@ type Report struct {
 	ExternalResultsReplayed bool          `json:"externalResultsReplayed"`
 	CrossResourceAtomicity  bool          `json:"crossResourceAtomicity"`
 	NotChecked              []string      `json:"notChecked"`
+	// Attestations lists the subject's attestations and which a given key verified (AuditWith).
+	Attestations *attest.Result `json:"attestations,omitempty"`
 }
 
 // Subject kinds.
@@ -115,7 +118,7 @@ var notChecked = []string{
 	"input files' device and inode numbers, the command file's path, and the sizes of the kubeconfig and kubectl: recorded when read, bound by nothing stored",
 	"each kubectl run's descriptor number and private directory name: only their form, and that no two runs of the chain share a directory, are checked",
 	"wall-clock times and the writer (which ql3 wrote a record): informative, not verified; only the exec records' times are checked, for their form and their order along the chain",
-	"authenticity: nothing in the store is signed; kubectl's stored output is judged only for the verdicts above, and a consistent rewrite of the whole chain by someone who can write the store is not detectable offline",
+	authenticityUnsigned,
 	"cross-resource atomicity: a multi-resource apply is not a transaction",
 }
 
@@ -184,14 +187,14 @@ func (a *auditor) check(name string, f func() (string, error)) bool {
 // reserved for a subject that cannot be audited at all (malformed digest); every verification
 // failure is a failed check in the report, and Report.Err turns it into a refusal.
 func Audit(src Source, subject digest.Digest) (*Report, error) {
-	return audit(src, subject, "")
+	return AuditWith(src, subject, Options{})
 }
 
 // AuditFor audits subject (the receipt of a cluster.deployment.receipt.audit command) and also
 // requires it to bind target, the target of that command: the auditor then confirms the receipt is
 // for the manifest, lock, kubeconfig, kubectl and cluster the command file names.
 func AuditFor(src Source, subject, target digest.Digest) (*Report, error) {
-	return audit(src, subject, target)
+	return AuditWith(src, subject, Options{Target: target})
 }
 
 func audit(src Source, subject, target digest.Digest) (*Report, error) {

@@ -8,26 +8,37 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
+	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/ociartifact"
 )
 
 // auditOptions are the flags and argument of `ql3 audit`.
 type auditOptions struct {
-	root    *RootOptions
-	subject digest.Digest
+	root     *RootOptions
+	subject  digest.Digest
+	keyPaths []string
+	layout   string
+	keys     []*attest.PublicKey
 }
 
 func newAuditCmd(root *RootOptions) *cobra.Command {
 	o := &auditOptions{root: root}
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "audit DIGEST",
 		Short: "Audit a receipt or preflight report offline, re-deriving every verdict from the store",
 		Long: "Audit a receipt or a preflight report from a copy of the evidence store alone: no network\n" +
 			"connection is opened and no program is run. Exit 0 only if every check passes.",
-		Example: "  ql3 audit --store /abs/evidence sha256:5f0c...\n  QL3_STORE=/abs/evidence ql3 audit -o json sha256:5f0c...",
-		Args:    cobra.ExactArgs(1),
-		RunE:    runE(o),
+		Example: "  ql3 audit --store /abs/evidence sha256:5f0c...\n  QL3_STORE=/abs/evidence ql3 audit -o json sha256:5f0c...\n" +
+			"  ql3 audit --store /abs/evidence --key /abs/keys/release.pub sha256:5f0c...\n" +
+			"  ql3 audit --layout /abs/oci-layout sha256:5f0c...",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(o),
 	}
+	c.Flags().StringArrayVar(&o.keyPaths, "key", nil, "trusted public key (PKIX PEM, ECDSA P-256 or Ed25519); repeatable: at least one attestation must verify")
+	c.Flags().StringVar(&o.layout, "layout", "", "audit an OCI image layout (ql3 store export, oras copy --to-oci-layout) read-only instead of a store")
+	return c
 }
 
 func (o *auditOptions) complete(_ *cobra.Command, args []string) error {
@@ -36,15 +47,46 @@ func (o *auditOptions) complete(_ *cobra.Command, args []string) error {
 	return err
 }
 
-func (o *auditOptions) validate() error { return nil }
+func (o *auditOptions) validate() error {
+	for _, k := range o.keyPaths {
+		if err := checkAbsolute("--key", k); err != nil {
+			return err
+		}
+	}
+	if o.layout != "" {
+		if o.root.Store != "" && !o.root.storeFromEnv {
+			return refuse.NewUsage(CodeFlagNotApplicable, "--layout and --store name two evidence sources: give one")
+		}
+		return checkAbsolute("--layout", o.layout)
+	}
+	return nil
+}
 
 func (o *auditOptions) run(_ context.Context, s streams) error {
-	st, err := o.root.OpenStore()
-	if err != nil {
-		return err
+	for _, k := range o.keyPaths {
+		pk, err := attest.LoadPublicKey(k)
+		if err != nil {
+			return err
+		}
+		o.keys = append(o.keys, pk)
 	}
-	defer st.Close()
-	rep, err := audit.Audit(st, o.subject)
+	var src audit.Source
+	if o.layout != "" {
+		l, err := ociartifact.OpenLayout(o.layout)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		src = l
+	} else {
+		st, err := o.root.OpenStore()
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		src = st
+	}
+	rep, err := audit.AuditWith(src, o.subject, audit.Options{Keys: o.keys})
 	if err != nil {
 		return err
 	}
@@ -64,6 +106,17 @@ func (o *RootOptions) printAudit(w io.Writer, rep *audit.Report) error {
 				fmt.Fprintf(w, "ok    %s: %s\n", c.Name, c.Detail)
 			} else {
 				fmt.Fprintf(w, "FAIL  %s: %s: %s\n", c.Name, c.Code, c.Detail)
+			}
+		}
+		if a := rep.Attestations; a != nil {
+			for _, f := range a.Attestations {
+				state := "not verified"
+				if f.Verified {
+					state = "verified by key " + string(f.Key)
+				} else if f.Code != "" {
+					state = "not verified: " + string(f.Code)
+				}
+				fmt.Fprintf(w, "attestation bundle %s: %s\n", f.Bundle, state)
 			}
 		}
 		for _, n := range rep.NotChecked {

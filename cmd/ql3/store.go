@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -41,7 +42,7 @@ func newStoreCmd(root *RootOptions) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	c.AddCommand(newStoreInitCmd(root), newStorePutCmd(root), newStoreCatCmd(root), newStoreShowCmd(root),
-		newStoreLsCmd(root), newStoreVerifyCmd(root))
+		newStoreLsCmd(root), newStoreVerifyCmd(root), newStorePushCmd(root), newStorePullCmd(root), newStoreExportCmd(root))
 	return c
 }
 
@@ -213,30 +214,52 @@ func (o *storeLsOptions) run(_ context.Context, s streams) error {
 }
 
 // storeVerifyOptions: `ql3 store verify`.
-type storeVerifyOptions struct{ root *RootOptions }
+type storeVerifyOptions struct {
+	root   *RootOptions
+	layout string
+}
 
 func newStoreVerifyCmd(root *RootOptions) *cobra.Command {
 	o := &storeVerifyOptions{root: root}
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "verify",
 		Short: "Re-hash and check the whole store; list its roots, unfinished applies and findings",
 		Long: "Re-hash every object, check every file's mode, owner and link count and every index entry,\n" +
 			"and list the published roots and the unfinished applies. Exit 1 when anything is corrupt.\n" +
 			"Under -o json the whole report is printed, findings included, also on corruption.",
-		Example: "  ql3 store verify --store /abs/evidence\n  ql3 store verify --store /abs/copy -o json",
+		Example: "  ql3 store verify --store /abs/evidence\n  ql3 store verify --store /abs/copy -o json\n  ql3 store verify --layout /abs/export",
 		Args:    cobra.NoArgs, RunE: runE(o),
 	}
+	c.Flags().StringVar(&o.layout, "layout", "", "verify an OCI image layout read-only instead of a store")
+	return c
 }
 
 func (o *storeVerifyOptions) complete(*cobra.Command, []string) error { return nil }
-func (o *storeVerifyOptions) validate() error                         { return nil }
-func (o *storeVerifyOptions) run(_ context.Context, s streams) error {
-	st, err := o.root.OpenStore()
-	if err != nil {
-		return err
+func (o *storeVerifyOptions) validate() error {
+	if o.layout != "" {
+		return checkAbsolute("--layout", o.layout)
 	}
-	defer st.Close()
-	r, err := st.Verify()
+	return nil
+}
+
+func (o *storeVerifyOptions) run(_ context.Context, s streams) error {
+	var verify func() (*store.Report, error)
+	if o.layout != "" {
+		l, err := ociartifact.OpenLayout(o.layout)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		verify = l.Verify
+	} else {
+		st, err := o.root.OpenStore()
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		verify = st.Verify
+	}
+	r, err := verify()
 	if err != nil {
 		return err
 	}

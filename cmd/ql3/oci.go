@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/ociartifact/transfer"
+	"github.com/qinglong/ql3/store"
+)
+
+// registryFlags are the transfer options of push and pull. Credentials never come from flags:
+// only the Docker configuration and its credential helpers (docs/oci.md).
+type registryFlags struct {
+	plainHTTP bool
+	caFile    string
+}
+
+func (f *registryFlags) add(c *cobra.Command) {
+	c.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS; refused unless the registry is a loopback address")
+	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM bundle trusted in addition to the system roots")
+}
+
+func (f *registryFlags) options() transfer.Options {
+	return transfer.Options{PlainHTTP: f.plainHTTP, CAFile: f.caFile}
+}
+
+func (f *registryFlags) validate() error {
+	if f.caFile != "" {
+		return checkAbsolute("--ca-file", f.caFile)
+	}
+	return nil
+}
+
+// attachments are the attestation bundles of root in st, attached to its artifact as referrers.
+func attachments(st *store.Store, root digest.Digest) ([]ociartifact.Attachment, error) {
+	es, err := st.ListAttestations(root)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ociartifact.Attachment, 0, len(es))
+	for _, e := range es {
+		b, err := st.Get(e.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ociartifact.Attachment{Subject: root,
+			Blob: evidence.Descriptor{MediaType: evidence.MediaTypeSigstoreBundle, Digest: e.Bundle, Size: int64(len(b))}})
+	}
+	return out, nil
+}
+
+// storePushOptions: `ql3 store push DIGEST REF`.
+type storePushOptions struct {
+	root     *RootOptions
+	registry registryFlags
+	subject  digest.Digest
+	ref      string
+}
+
+func newStorePushCmd(root *RootOptions) *cobra.Command {
+	o := &storePushOptions{root: root}
+	c := &cobra.Command{
+		Use:   "push DIGEST REF",
+		Short: "Push a root record's closure as one OCI artifact, its attestations as referrers",
+		Long: "Uploads the closure of a receipt, preflight report or live-audit report as one OCI artifact\n" +
+			"(artifactType application/vnd.qinglong.ql3.evidence.v1, one layer per object) and attaches its\n" +
+			"attestation bundles as referrers. Registry credentials come from the Docker configuration and\n" +
+			"its credential helpers only, never from a flag. TLS is verified. Prints the manifest digest.",
+		Example: "  ql3 store push --store /abs/evidence sha256:5f0c... registry.example.com/release/evidence:3.4.1",
+		Args:    cobra.ExactArgs(2),
+		RunE:    runE(o),
+	}
+	o.registry.add(c)
+	return c
+}
+
+func (o *storePushOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.subject, err = digestArg("DIGEST", a[0])
+	o.ref = a[1]
+	return err
+}
+func (o *storePushOptions) validate() error { return o.registry.validate() }
+func (o *storePushOptions) run(ctx context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	att, err := attachments(st, o.subject)
+	if err != nil {
+		return err
+	}
+	desc, err := transfer.Push(ctx, st, o.subject, o.ref, att, o.registry.options())
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, struct {
+		OK           bool          `json:"ok"`
+		Manifest     digest.Digest `json:"manifest"`
+		Ref          string        `json:"ref"`
+		Attestations int           `json:"attestations"`
+	}{true, desc.Digest, o.ref, len(att)}, string(desc.Digest))
+}
+
+// storePullOptions: `ql3 store pull REF`.
+type storePullOptions struct {
+	root     *RootOptions
+	registry registryFlags
+	ref      string
+}
+
+func newStorePullCmd(root *RootOptions) *cobra.Command {
+	o := &storePullOptions{root: root}
+	c := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull an evidence artifact into a private store: every blob re-hashed, no-replace",
+		Long: "Fetches the artifact, re-hashes the manifest and every layer, requires the layers to be\n" +
+			"exactly the closure of the root the manifest names, then writes the objects no-replace into the\n" +
+			"store (created when absent) and its index entries last, so a refused pull publishes nothing.\n" +
+			"Prints the root record's digest.",
+		Example: "  ql3 store pull --store /abs/copy registry.example.com/release/evidence:3.4.1\n" +
+			"  ql3 audit --store /abs/copy sha256:5f0c...",
+		Args: cobra.ExactArgs(1),
+		RunE: runE(o),
+	}
+	o.registry.add(c)
+	return c
+}
+
+func (o *storePullOptions) complete(_ *cobra.Command, a []string) error { o.ref = a[0]; return nil }
+func (o *storePullOptions) validate() error {
+	if o.root.Store == "" {
+		return missingFlags("--store (or QL3_STORE)")
+	}
+	if err := checkAbsolute(o.root.storeName(), o.root.Store); err != nil {
+		return err
+	}
+	return o.registry.validate()
+}
+func (o *storePullOptions) run(ctx context.Context, s streams) error {
+	st, err := store.Init(o.root.Store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, desc, err := transfer.Pull(ctx, o.ref, st, o.registry.options())
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, struct {
+		OK       bool          `json:"ok"`
+		Root     digest.Digest `json:"root"`
+		Kind     string        `json:"kind"`
+		Manifest digest.Digest `json:"manifest"`
+	}{true, r.Descriptor.Digest, r.Kind, desc.Digest}, string(r.Descriptor.Digest))
+}
+
+// storeExportOptions: `ql3 store export DIGEST DIR`.
+type storeExportOptions struct {
+	root    *RootOptions
+	subject digest.Digest
+	dir     string
+}
+
+func newStoreExportCmd(root *RootOptions) *cobra.Command {
+	o := &storeExportOptions{root: root}
+	return &cobra.Command{
+		Use:   "export DIGEST DIR",
+		Short: "Write a root record's closure as an OCI image layout in a new directory",
+		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send, attestations\n" +
+			"included, into DIR, which must not exist. oras, crane and skopeo work with it offline; ql3 audit\n" +
+			"--layout and ql3 store verify --layout read it in place without writing.",
+		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...",
+		Args:    cobra.ExactArgs(2),
+		RunE:    runE(o),
+	}
+}
+
+func (o *storeExportOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.subject, err = digestArg("DIGEST", a[0])
+	o.dir = a[1]
+	return err
+}
+func (o *storeExportOptions) validate() error { return checkAbsolute("DIR", o.dir) }
+func (o *storeExportOptions) run(_ context.Context, s streams) error {
+	st, err := o.root.OpenStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	att, err := attachments(st, o.subject)
+	if err != nil {
+		return err
+	}
+	c, err := ociartifact.Collect(st, o.subject, att)
+	if err != nil {
+		return err
+	}
+	desc, err := ociartifact.Export(c, o.dir, "")
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, struct {
+		OK       bool          `json:"ok"`
+		Layout   string        `json:"layout"`
+		Manifest digest.Digest `json:"manifest"`
+		Tag      string        `json:"tag"`
+	}{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, fmt.Sprintf("%s\n%s", o.dir, desc.Digest))
+}
