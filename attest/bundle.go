@@ -132,3 +132,17 @@ func newBundle(k *SigningKey, statement []byte) ([]byte, error) {
 	}
 	return evidence.MarshalRecord(bu)
 }
+
+// StatementOf checks bundle's form (canonical Sigstore bundle v0.3, in-toto DSSE payload) and
+// returns the payload: the statement record the bundle signs, which a pull stores beside it. It
+// verifies no signature: that is Verify's, with the auditor's keys.
+func StatementOf(bundle []byte) ([]byte, error) {
+	p, err := parseBundle(bundle)
+	if err != nil {
+		return nil, err
+	}
+	if err := evidence.DecodeRecord(evidence.MediaTypeStatement, p.payload, new(evidence.Statement)); err != nil {
+		return nil, refuse.Wrap(CodeStatementInvalid, err, "the bundle's payload is not a statement record")
+	}
+	return p.payload, nil
+}

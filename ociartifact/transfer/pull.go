@@ -23,8 +23,10 @@ import (
 // layers must be exactly the closure of the root the manifest names (ociartifact.CheckClosure).
 // Only then are the objects written, no-replace — an object already present with other content
 // is refused with the store's OBJECT_CORRUPT — and the root's index entries written last, so a
-// refused or interrupted pull publishes nothing. It returns the root and the manifest's
-// descriptor.
+// refused or interrupted pull publishes nothing. The artifact's attestation referrers are proven
+// in form before anything is written (signatures are the auditor's: ql3 audit --key) and stored
+// with their statements and attestation index entries after the closure. It returns the root and
+// the manifest's descriptor.
 func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
 	repo, r, err := repository(ref, o)
 	if err != nil {
@@ -65,7 +67,18 @@ func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociart
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
+	closure := make(map[digest.Digest]bool, len(a.Layers))
+	for _, l := range a.Layers {
+		closure[l.Digest] = true
+	}
+	atts, err := fetchAttestations(ctx, repo, desc, closure)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
 	if err := Import(dst, root, a.Layers, blobs); err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	if err := importAttestations(dst, atts); err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
 	return root, desc, nil

@@ -3,6 +3,11 @@ package transfer_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -16,6 +21,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -66,15 +72,33 @@ func code(err error) refuse.Code {
 	return refuse.CodeOf(err)
 }
 
-// source is the 1,000-resource receipt's store with a bundle-like attestation of the receipt.
+// signer signs the source's attestation; its public key verifies pulled stores.
+var signer = func() *attest.SigningKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		panic(err)
+	}
+	sk, err := attest.ParseSigningKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		panic(err)
+	}
+	return sk
+}()
+
+// source is the 1,000-resource receipt's store with a real attestation of the receipt (signed
+// with signer), attached as push attaches the ones a store indexes.
 func source(t testing.TB) (*store.Store, evidence.Descriptor, []ociartifact.Attachment) {
 	t.Helper()
 	s, rc := ocitest.Receipt1000(t)
-	d, err := s.PutBlob(ociartifact.MediaTypeBundle, []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","subject":"`+string(rc.Digest)+`"}`))
+	a, err := attest.Attest(s, rc.Digest, signer, attest.Options{QL3Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, rc, []ociartifact.Attachment{{Subject: rc.Digest, Blob: d}}
+	return s, rc, []ociartifact.Attachment{{Subject: rc.Digest, Blob: a.Bundle}}
 }
 
 func freshStore(t testing.TB) *store.Store {
@@ -140,12 +164,13 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("object %s differs: %v", d.Digest, err)
 			}
 		}
-		if rep.Objects != len(c.Closure) {
-			t.Fatalf("pulled store holds %d objects, the closure %d", rep.Objects, len(c.Closure))
+		if rep.Objects != len(c.Closure)+2 || rep.Attestations != 1 { // the bundle and its statement
+			t.Fatalf("pulled store holds %d objects and %d attestations, the closure %d", rep.Objects, rep.Attestations, len(c.Closure))
 		}
-		ar, err := audit.Audit(dst, rc.Digest)
-		if err != nil || !ar.OK {
-			t.Fatalf("audit of the pulled store: %v %+v", err, ar.Err())
+		// The attestation came along: the pulled store verifies it with the signer's public key.
+		ar, err := audit.AuditWith(dst, rc.Digest, audit.Options{Keys: []*attest.PublicKey{signer.Public()}})
+		if err != nil || !ar.OK || ar.Attestations == nil || ar.Attestations.Verified != 1 {
+			t.Fatalf("audit --key of the pulled store: %v %+v", err, ar.Err())
 		}
 		checkNoSecret(t, r, "pulled store", dumpDir(t, dst.Root()))
 	}
