@@ -9,7 +9,7 @@ import (
 )
 
 // This file holds the canonical form of the two numbers a recorded argv carries, the held
-// kubectl descriptor and the run directory's MkdirTemp suffix. kubectl.CheckInvocation fixes
+// kubectl descriptor and the run directory's MkdirTemp suffix. argv.CheckInvocation fixes
 // everything else byte for byte but accepts any digit string there, so without this a record could
 // name /proc/self/fd/012: a name no Go process ever formats and so none ever executed. The logic is
 // pure (strings and strconv) and depends on nothing else of the audit, so that it can move into a
@@ -54,7 +54,7 @@ func checkArgvForm(argv []string) error {
 }
 
 // runDir returns the private run directory a recorded argv names in --kubeconfig. Once
-// kubectl.CheckInvocation has passed, the environment and --cache-dir name the same directory.
+// argv.CheckInvocation has passed, the environment and --cache-dir name the same directory.
 func runDir(argv []string) (string, bool) {
 	if len(argv) < 2 {
 		return "", false

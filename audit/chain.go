@@ -5,8 +5,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -29,7 +29,7 @@ type run struct {
 	steps        []string // the steps execs must be, in order
 
 	// derived by the checks, for the checks after them
-	pc         *ceremony.ParsedCommand
+	pc         *command.Parsed
 	lockResult *lock.Result
 }
 
@@ -48,7 +48,7 @@ func (a *auditor) commandCheck(r *run) bool {
 		if err := evidence.DecodeRecord(evidence.MediaTypeCommand, b, &c); err != nil {
 			return "", err
 		}
-		pc, err := ceremony.ParseCommand(b)
+		pc, err := command.Parse(b)
 		if err != nil {
 			return "", err
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl"
+	"github.com/qinglong/ql3/internal/kubectl/argv"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -49,7 +49,7 @@ func (a *auditor) execRecord(r *run, d evidence.Descriptor, step string, i int) 
 	if e.Step != step {
 		return execRun{}, refuse.New(CodeExecSequence, "exec %d is step %q where %q is required", i, e.Step, step)
 	}
-	if err := kubectl.CheckInvocation(step, r.pc.Command.Kubeconfig.Context, e.Argv, e.Env); err != nil {
+	if err := argv.CheckInvocation(step, r.pc.Command.Kubeconfig.Context, e.Argv, e.Env); err != nil {
 		return execRun{}, refuse.Wrap(refuse.CodeOf(err), err, "exec %d (%s)", i, step)
 	}
 	if err := checkArgvForm(e.Argv); err != nil {
@@ -58,7 +58,7 @@ func (a *auditor) execRecord(r *run, d evidence.Descriptor, step string, i int) 
 	if e.KubectlDigest != r.pc.Command.Kubectl.Digest {
 		return execRun{}, refuse.New(CodeKubectl, "exec %d (%s) ran kubectl %s, the command pins %s", i, step, e.KubectlDigest, r.pc.Command.Kubectl.Digest)
 	}
-	if kubectl.ReadsStdin(step) != (e.Stdin != nil) || (e.Stdin != nil && *e.Stdin != r.manifest) {
+	if argv.ReadsStdin(step) != (e.Stdin != nil) || (e.Stdin != nil && *e.Stdin != r.manifest) {
 		return execRun{}, refuse.New(CodeExecStdin, "exec %d (%s) stdin is not exactly the manifest blob where the step requires it", i, step)
 	}
 	if e.StdoutBytes != e.Stdout.Size || e.StderrBytes != e.Stderr.Size {

@@ -6,8 +6,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -79,7 +80,7 @@ func (a *auditor) liveCommandCheck(r *run, la *evidence.LiveAudit) bool {
 		if err := evidence.DecodeRecord(evidence.MediaTypeCommand, b, &c); err != nil {
 			return "", err
 		}
-		pc, err := ceremony.ParseCommand(b)
+		pc, err := command.Parse(b)
 		if err != nil {
 			return "", err
 		}
@@ -209,11 +210,11 @@ func (a *auditor) liveVerdictsCheck(r *run, runs []execRun, la *evidence.LiveAud
 			return "", refuse.New(CodeLock, "no verified lock to judge the live read against")
 		}
 		read := runs[1]
-		fs, err := ceremony.JudgeLive(r.lockResult, rc.Objects, int(read.rec.ExitCode), read.stdout, int(read.rec.StderrBytes))
+		fs, err := convergence.JudgeLive(r.lockResult, rc.Objects, int(read.rec.ExitCode), read.stdout, int(read.rec.StderrBytes))
 		if err != nil {
 			return "", err
 		}
-		want := ceremony.Verdicts(fs, rc.Objects)
+		want := convergence.Verdicts(fs, rc.Objects)
 		if len(want) != len(la.Verdicts) {
 			return "", refuse.New(CodeLiveVerdicts, "report holds %d verdicts, the live read yields %d", len(la.Verdicts), len(want))
 		}

@@ -25,8 +25,6 @@ const (
 	CodeRecordInvalid refuse.Code = "RECORD_INVALID"
 	// CodeApplyFailed: the server-side apply exited non-zero; the cluster may be partially applied.
 	CodeApplyFailed refuse.Code = "APPLY_FAILED"
-	// CodeConvergenceRead: the convergence read exited non-zero.
-	CodeConvergenceRead refuse.Code = "CONVERGENCE_READ_FAILED"
 )
 
 // partialHint is the advice of every refusal after the intent was written.
@@ -236,7 +234,7 @@ func (s *session) converge(ctx context.Context) ([]evidence.LiveObject, error) {
 		if c := kubeout.Classify(r.Stderr); c.Code != "" {
 			return nil, c.Refusal(evidence.StepConvergence, r.ExitCode, s.lastStderr)
 		}
-		return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored; %s)", r.ExitCode, len(r.Stderr), kubeout.StoreRef(s.lastStderr))
+		return nil, refuse.New(convergence.CodeReadFailed, "convergence read exited %d (%d bytes of stderr stored; %s)", r.ExitCode, len(r.Stderr), kubeout.StoreRef(s.lastStderr))
 	}
 	out, err := convergence.Verify(convergence.Input{Objects: s.lock.Objects, Authorities: s.lock.Authorities,
 		FieldManager: evidence.FieldManager, Stdout: r.Stdout})

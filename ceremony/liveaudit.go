@@ -11,6 +11,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/kubectl"
@@ -130,7 +131,7 @@ func LiveAudit(ctx context.Context, opts Options) (*LiveAuditResult, error) {
 		return nil, err
 	}
 	if c := pc.Command.Command; c != evidence.CommandLiveAudit && c != evidence.CommandApply {
-		return nil, refuse.New(CodeCommandMismatch, "command file holds %s, not %s or %s", c, evidence.CommandLiveAudit, evidence.CommandApply)
+		return nil, refuse.New(command.CodeCommandMismatch, "command file holds %s, not %s or %s", c, evidence.CommandLiveAudit, evidence.CommandApply)
 	}
 	s, err := newSession(opts, pc, f)
 	if err != nil {
@@ -205,7 +206,7 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 				return err
 			}
 			var err error
-			findings, err = JudgeLive(s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
+			findings, err = convergence.JudgeLive(s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
 			return err
 		}},
 		{"publish live-audit report", func() error {
@@ -220,7 +221,7 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 		}
 	}
 	res.Receipt, res.Release, res.Objects = rcDesc.Digest, rc.Lock.ReleaseVersion, len(findings)
-	res.Verdicts = Verdicts(findings, rc.Objects)
+	res.Verdicts = convergence.Verdicts(findings, rc.Objects)
 	for _, v := range res.Verdicts {
 		if v.Verdict == evidence.VerdictConverged {
 			res.Converged++
@@ -239,44 +240,6 @@ type kubectlOutcome struct {
 	exit        int
 	stdout      []byte
 	stderrBytes int
-}
-
-// JudgeLive judges the convergence read of a live audit: one finding per object of the verified
-// lock. A non-zero exit is accepted only when the read shows an object missing (kubectl get exits
-// 1 for an object it does not find and prints the others); anything else is a failed read. The
-// offline auditor calls it on the stored stdout and exit code.
-func JudgeLive(l *lock.Result, receipt []evidence.LiveObject, exit int, stdout []byte, stderrBytes int) ([]convergence.Finding, error) {
-	fs, err := convergence.Judge(convergence.Input{Objects: l.Objects, Authorities: l.Authorities,
-		FieldManager: evidence.FieldManager, Stdout: stdout}, receipt)
-	if exit != 0 {
-		missing := 0
-		for _, f := range fs {
-			if f.Verdict == evidence.VerdictMissing {
-				missing++
-			}
-		}
-		if err != nil || missing == 0 {
-			return nil, refuse.New(CodeConvergenceRead, "convergence read exited %d (%d bytes of stderr stored) and shows no missing object", exit, stderrBytes)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return fs, nil
-}
-
-// Verdicts turns findings into the report's verdicts.
-func Verdicts(fs []convergence.Finding, receipt []evidence.LiveObject) []evidence.LiveVerdict {
-	out := make([]evidence.LiveVerdict, len(fs))
-	for i, f := range fs {
-		out[i] = evidence.LiveVerdict{APIVersion: f.Object.APIVersion, Kind: f.Object.Kind, Namespace: f.Object.Namespace,
-			Name: f.Object.Name, UID: f.Object.UID, ResourceVersion: f.Object.ResourceVersion, ReceiptUID: receipt[i].UID,
-			Verdict: f.Verdict, Code: string(f.Code), Path: f.Path, Manager: f.Manager, Live: f.Live, Expected: f.Expected}
-		if f.Verdict != evidence.VerdictConverged {
-			out[i].Detail = f.Detail
-		}
-	}
-	return out
 }
 
 // liveReceipt finds the receipt the command names and checks it is published and of this target
@@ -403,7 +366,7 @@ func (s *session) liveKubectl(in *evidence.LiveAuditInputs) error {
 }
 
 func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Receipt, in evidence.LiveAuditInputs, fs []convergence.Finding) (evidence.Descriptor, error) {
-	vs := Verdicts(fs, rc.Objects)
+	vs := convergence.Verdicts(fs, rc.Objects)
 	converged := true
 	for _, v := range vs {
 		converged = converged && v.Verdict == evidence.VerdictConverged

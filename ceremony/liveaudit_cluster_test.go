@@ -11,6 +11,7 @@ import (
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -270,7 +271,7 @@ func TestLiveAuditBadInput(t *testing.T) {
 			b.Cmd["expectedClusterUid"] = "00000000-0000-0000-0000-000000000000"
 			return b.liveAuditFile("othercluster.json", rc.Receipt)
 		}, ceremony.CodeLiveReceiptMismatch},
-		{"preflight command", func() string { return b.WriteCommand("pre2.json", evidence.CommandPreflight, "") }, ceremony.CodeCommandMismatch},
+		{"preflight command", func() string { return b.WriteCommand("pre2.json", evidence.CommandPreflight, "") }, command.CodeCommandMismatch},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

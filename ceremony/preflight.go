@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/buildinfo"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
@@ -39,7 +40,7 @@ func Execute(ctx context.Context, opts Options, cf *CommandFile) (*Result, error
 		res, err := apply(ctx, opts, cf.Parsed, cf.file)
 		return res, interrupted(ctx, opts, cf.Parsed, err)
 	default:
-		return nil, refuse.New(CodeCommandUnknown, "command %s is run by ql3 audit or ql3 run", cf.Parsed.Command.Command)
+		return nil, refuse.New(command.CodeCommandUnknown, "command %s is run by ql3 audit or ql3 run", cf.Parsed.Command.Command)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/refuse"
@@ -299,7 +300,7 @@ func TestCeremonyRefusesInputFiles(t *testing.T) {
 		// An apply command given to the preflight subcommand.
 		{"apply command to preflight", func(_ *testing.T, b *bed) string {
 			return b.WriteCommand("apply.json", evidence.CommandApply, string(evidence.FromBytes([]byte("p"))))
-		}, ceremony.CodeCommandMismatch},
+		}, command.CodeCommandMismatch},
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {

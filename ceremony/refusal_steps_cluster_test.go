@@ -11,6 +11,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
@@ -280,7 +281,7 @@ func TestCeremonyApplyRefusesPreflight(t *testing.T) {
 		// The preflight command file given to the apply subcommand.
 		{"preflight command to apply", func(_ *testing.T, b *bed, _ string) string {
 			return b.WriteCommand("preflight.json", evidence.CommandPreflight, "")
-		}, ceremony.CodeCommandMismatch},
+		}, command.CodeCommandMismatch},
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {

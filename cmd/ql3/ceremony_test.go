@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -44,7 +44,7 @@ func TestCeremonyCommandMismatch(t *testing.T) {
 	cmd.SetArgs([]string{"--command-file=" + p})
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
-	if got := refuse.CodeOf(cmd.Execute()); got != ceremony.CodeCommandMismatch {
+	if got := refuse.CodeOf(cmd.Execute()); got != command.CodeCommandMismatch {
 		t.Fatalf("code %q", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qinglong/ql3/internal/kubectl/argv"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
 )
@@ -62,7 +63,7 @@ func (r *Runner) validate(step string, stdin []byte) error {
 	case r.MaxOutput <= 0:
 		return refuse.New(CodeRunnerInvalid, "runner output ceiling %d is not positive", r.MaxOutput)
 	}
-	if reads := ReadsStdin(step); reads != (len(stdin) > 0) {
+	if reads := argv.ReadsStdin(step); reads != (len(stdin) > 0) {
 		if reads {
 			return refuse.New(CodeStdinMismatch, "step %s reads the manifest on stdin but got none", step)
 		}
@@ -87,8 +88,8 @@ func (r *Runner) validate(step string, stdin []byte) error {
 // The caller re-verifies the executable (ReverifyIdentity) before each run; Run executes
 // whatever the held descriptor holds.
 func (r *Runner) Run(ctx context.Context, step string, stdin []byte) (res *Result, err error) {
-	if _, ok := stepArgs[step]; !ok {
-		return nil, refuse.New(CodeUnknownStep, "unknown kubectl step %s", quoteShort(step))
+	if !argv.Known(step) {
+		return nil, refuse.New(argv.CodeUnknownStep, "unknown kubectl step %s", argv.QuoteShort(step))
 	}
 	if err := r.validate(step, stdin); err != nil {
 		return nil, err
@@ -110,14 +111,14 @@ func (r *Runner) Run(ctx context.Context, step string, stdin []byte) (res *Resul
 			}
 		}
 	}()
-	argv, _ := buildArgv(r.Exe.ExecPath(), step, dir, r.Context)
-	env := environ(dir)
+	args, _ := argv.Build(r.Exe.ExecPath(), step, dir, r.Context)
+	env := argv.Environ(dir)
 	// The invocation must pass the auditor's own check; refusing here means no record that the
 	// auditor would reject can ever be made.
-	if err := CheckInvocation(step, r.Context, argv, env); err != nil {
+	if err := argv.CheckInvocation(step, r.Context, args, env); err != nil {
 		return nil, err
 	}
-	res = &Result{Step: step, Argv: slices.Clone(argv), Env: slices.Clone(env), ExitCode: -1}
+	res = &Result{Step: step, Argv: slices.Clone(args), Env: slices.Clone(env), ExitCode: -1}
 	return r.supervise(ctx, res, dir, stdin)
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 
+	"github.com/qinglong/ql3/internal/kubectl/argv"
 	"github.com/qinglong/ql3/internal/kubectl/rundir"
 )
 
@@ -31,17 +32,17 @@ func makeWorkdir(kubeconfig []byte) (*rundir.Dir, error) {
 	if root == "" {
 		root = os.TempDir()
 	}
-	d, err := rundir.Create(root, dirPrefix)
+	d, err := rundir.Create(root, argv.DirPrefix)
 	if err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{cacheName, configName, tmpName} {
+	for _, sub := range []string{argv.CacheName, argv.ConfigName, argv.TmpName} {
 		if err = d.Mkdir(sub); err != nil {
 			break
 		}
 	}
 	if err == nil {
-		err = d.WriteFile(kubeconfigName, kubeconfig)
+		err = d.WriteFile(argv.KubeconfigName, kubeconfig)
 	}
 	if err != nil {
 		if cerr := removeDir(d); cerr != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl"
+	"github.com/qinglong/ql3/internal/kubectl/argv"
 )
 
 // Exec positions in a receipt.
@@ -105,23 +105,23 @@ func Cases() []Rewrite {
 		}},
 
 		// Exec records, re-pointed from the receipt (and the intent, which shares the first two).
-		{"exec: apply with --force-conflicts", kubectl.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) { e.Argv = append(e.Argv, "--force-conflicts") })},
-		{"exec: apply with --force-conflicts in place of --validate=strict", kubectl.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) {
+		{"exec: apply with --force-conflicts", argv.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) { e.Argv = append(e.Argv, "--force-conflicts") })},
+		{"exec: apply with --force-conflicts in place of --validate=strict", argv.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) {
 			e.Argv[slices.Index(e.Argv, "--validate=strict")] = "--force-conflicts"
 		})},
-		{"exec: dry-run without --dry-run=server", kubectl.CodeArgvShape, execEdit(xDryRun, func(e *evidence.Exec) {
+		{"exec: dry-run without --dry-run=server", argv.CodeArgvShape, execEdit(xDryRun, func(e *evidence.Exec) {
 			e.Argv = slices.DeleteFunc(e.Argv, func(a string) bool { return a == "--dry-run=server" })
 		})},
-		{"exec: apply with another field manager", kubectl.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) {
+		{"exec: apply with another field manager", argv.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) {
 			e.Argv[slices.Index(e.Argv, "--field-manager="+evidence.FieldManager)] = "--field-manager=kubectl"
 		})},
-		{"exec: identity through another context", kubectl.CodeArgvShape, execEdit(xIdentity, func(e *evidence.Exec) { e.Argv[2] = "--context=ql3-token" })},
-		{"exec: argv[0] a path", kubectl.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) { e.Argv[0] = "/usr/local/bin/kubectl" })},
-		{"exec: KUBERC removed from env", kubectl.CodeEnvShape, execEdit(xApply, func(e *evidence.Exec) {
+		{"exec: identity through another context", argv.CodeArgvShape, execEdit(xIdentity, func(e *evidence.Exec) { e.Argv[2] = "--context=ql3-token" })},
+		{"exec: argv[0] a path", argv.CodeArgvShape, execEdit(xApply, func(e *evidence.Exec) { e.Argv[0] = "/usr/local/bin/kubectl" })},
+		{"exec: KUBERC removed from env", argv.CodeEnvShape, execEdit(xApply, func(e *evidence.Exec) {
 			e.Env = slices.DeleteFunc(e.Env, func(v string) bool { return v == "KUBERC=off" })
 		})},
-		{"exec: KUBERC=on", kubectl.CodeEnvShape, execEdit(xConvergence, func(e *evidence.Exec) { e.Env[slices.Index(e.Env, "KUBERC=off")] = "KUBERC=on" })},
-		{"exec: KUBECONFIG added to env", kubectl.CodeEnvShape, execEdit(xIdentityFinal, func(e *evidence.Exec) { e.Env = append(e.Env, "KUBECONFIG=/root/.kube/config") })},
+		{"exec: KUBERC=on", argv.CodeEnvShape, execEdit(xConvergence, func(e *evidence.Exec) { e.Env[slices.Index(e.Env, "KUBERC=off")] = "KUBERC=on" })},
+		{"exec: KUBECONFIG added to env", argv.CodeEnvShape, execEdit(xIdentityFinal, func(e *evidence.Exec) { e.Env = append(e.Env, "KUBECONFIG=/root/.kube/config") })},
 		{"exec: stdoutBytes changed", audit.CodeExecBytes, execEdit(xConvergence, func(e *evidence.Exec) { e.StdoutBytes++ })},
 		{"exec: stderrBytes changed", audit.CodeExecBytes, execEdit(xApply, func(e *evidence.Exec) { e.StderrBytes++ })},
 		{"exec: apply exitCode 1", audit.CodeExecExit, execEdit(xApply, func(e *evidence.Exec) { e.ExitCode = 1 })},
@@ -223,7 +223,7 @@ func Cases() []Rewrite {
 			Edit(f, fx.Roots.Preflight, func(p *evidence.Preflight) { p.KubernetesMutation = true })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
-		{"preflight with --force-conflicts on its dry-run, apply command re-pointed", kubectl.CodeArgvShape, func(f *Forger, fx *Fixture) evidence.Descriptor {
+		{"preflight with --force-conflicts on its dry-run, apply command re-pointed", argv.CodeArgvShape, func(f *Forger, fx *Fixture) evidence.Descriptor {
 			Edit(f, Rec[evidence.Preflight](f, fx.Roots.Preflight).Execs[1], func(e *evidence.Exec) { e.Argv = append(e.Argv, "--force-conflicts") })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
@@ -243,7 +243,7 @@ func Cases() []Rewrite {
 			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.Execs = in.Execs[:1] })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
-		{"intent: recovered receipt's earlier apply with --force-conflicts", kubectl.CodeArgvShape, func(f *Forger, fx *Fixture) evidence.Descriptor {
+		{"intent: recovered receipt's earlier apply with --force-conflicts", argv.CodeArgvShape, func(f *Forger, fx *Fixture) evidence.Descriptor {
 			in := Rec[evidence.Intent](f, Rec[evidence.Receipt](f, fx.Roots.RecoveredReceipt).Intent)
 			Edit(f, in.Execs[1], func(e *evidence.Exec) { e.Argv = append(e.Argv, "--force-conflicts") })
 			return f.Rewrite(fx.Roots.RecoveredReceipt)

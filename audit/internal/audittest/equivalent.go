@@ -69,7 +69,7 @@ func normalize(v any, level int) {
 		if level == Unverifiable {
 			r.StartedAt, r.FinishedAt = "", ""
 			// The held descriptor's number and the private run directory's name: only their
-			// form (kubectl.CheckInvocation and the audit's argv form) and, for the directory,
+			// form (argv.CheckInvocation and the audit's argv form) and, for the directory,
 			// that no other run of the chain claims it are checked.
 			if len(r.Argv) > 1 {
 				if fdRE.MatchString(r.Argv[0]) {

@@ -1,4 +1,4 @@
-package kubectl
+package argv
 
 import (
 	"path/filepath"

@@ -1,8 +1,7 @@
-package ceremony
+package command
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -48,7 +47,7 @@ func encode(t *testing.T, m map[string]any) []byte {
 
 func TestParseCommandGood(t *testing.T) {
 	for _, cmd := range []string{evidence.CommandPreflight, evidence.CommandApply, evidence.CommandReceiptAudit, evidence.CommandLiveAudit} {
-		p, err := ParseCommand(encode(t, goodCommand(cmd)))
+		p, err := Parse(encode(t, goodCommand(cmd)))
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
@@ -57,20 +56,20 @@ func TestParseCommandGood(t *testing.T) {
 		}
 	}
 	// The target excludes command, preflight and receipt: preflight and apply of one target agree.
-	pre, _ := ParseCommand(encode(t, goodCommand(evidence.CommandPreflight)))
-	app, _ := ParseCommand(encode(t, goodCommand(evidence.CommandApply)))
+	pre, _ := Parse(encode(t, goodCommand(evidence.CommandPreflight)))
+	app, _ := Parse(encode(t, goodCommand(evidence.CommandApply)))
 	if pre.Target != app.Target || pre.Digest == app.Digest {
 		t.Fatalf("target binding: pre %s app %s; identities %s %s", pre.Target, app.Target, pre.Digest, app.Digest)
 	}
 	// Whitespace and key order do not change the identity.
 	indented, _ := json.MarshalIndent(goodCommand(evidence.CommandPreflight), "", "  ")
-	again, err := ParseCommand(indented)
+	again, err := Parse(indented)
 	if err != nil || again.Digest != pre.Digest {
 		t.Fatalf("identity depends on formatting: %v", err)
 	}
 	other := goodCommand(evidence.CommandPreflight)
 	other["expectedClusterUid"] = "another"
-	o, _ := ParseCommand(encode(t, other))
+	o, _ := Parse(encode(t, other))
 	if o.Target == pre.Target {
 		t.Fatal("target does not bind expectedClusterUid")
 	}
@@ -159,7 +158,7 @@ func TestParseCommandRefusals(t *testing.T) {
 				v.edit(m)
 				raw = encode(t, m)
 			}
-			_, err := ParseCommand(raw)
+			_, err := Parse(raw)
 			if got := refuse.CodeOf(err); got != v.code {
 				t.Fatalf("code %q, want %q (err %v)", got, v.code, err)
 			}
@@ -168,7 +167,7 @@ func TestParseCommandRefusals(t *testing.T) {
 }
 
 func TestExpect(t *testing.T) {
-	p, err := ParseCommand(encode(t, goodCommand(evidence.CommandApply)))
+	p, err := Parse(encode(t, goodCommand(evidence.CommandApply)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +186,7 @@ func FuzzParseCommand(f *testing.F) {
 	}
 	f.Add([]byte(`{"schema":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParseCommand(b)
+		p, err := Parse(b)
 		if err != nil {
 			if refuse.CodeOf(err) == "" {
 				t.Fatalf("untyped error %v", err)
@@ -195,38 +194,9 @@ func FuzzParseCommand(f *testing.F) {
 			return
 		}
 		// A parsed command re-parses from its canonical form to the same identity.
-		q, err := ParseCommand(p.Canonical)
+		q, err := Parse(p.Canonical)
 		if err != nil || q.Digest != p.Digest || q.Target != p.Target {
 			t.Fatalf("canonical form does not round-trip: %v", err)
 		}
 	})
-}
-
-func TestWriteApplyCommand(t *testing.T) {
-	pre, err := ParseCommand(encode(t, goodCommand(evidence.CommandPreflight)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := t.TempDir() + "/apply.json"
-	if err := WriteApplyCommand(p, pre, dB); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("mode %v %v", fi.Mode(), err)
-	}
-	raw, _ := os.ReadFile(p)
-	app, err := ParseCommand(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if app.Command.Command != evidence.CommandApply || *app.Command.Preflight != dB || app.Target != pre.Target {
-		t.Fatalf("apply command %+v", app.Command)
-	}
-	// Never replaced, never through a relative path.
-	for _, path := range []string{p, "apply.json", t.TempDir() + "/../x.json"} {
-		if got := refuse.CodeOf(WriteApplyCommand(path, pre, dB)); got != CodeApplyCommandWrite {
-			t.Fatalf("%s: code %q", path, got)
-		}
-	}
 }

@@ -1,4 +1,7 @@
-package kubectl
+// Package argv is the one definition of the ceremony's kubectl invocations: the argv and the
+// environment of each step, and the check that a recorded one is exactly that. It runs nothing,
+// so the offline auditor shares it with the runner.
+package argv
 
 import (
 	"fmt"
@@ -161,3 +164,33 @@ func quoteShort(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// Build returns the argv of step for the held kubectl execPath, the run directory dir and the
+// context, and whether step is a ceremony step.
+func Build(execPath, step, dir, context string) ([]string, bool) {
+	return buildArgv(execPath, step, dir, context)
+}
+
+// Environ is the whole environment of a run in dir (DESIGN §6).
+func Environ(dir string) []string { return environ(dir) }
+
+// Known reports whether step is one of the ceremony's kubectl steps.
+func Known(step string) bool {
+	_, ok := stepArgs[step]
+	return ok
+}
+
+// QuoteShort renders an untrusted step name for a message.
+func QuoteShort(s string) string { return quoteShort(s) }
+
+// Names inside the private per-run directory, and the run directory's name prefix.
+const (
+	KubeconfigName = kubeconfigName
+	CacheName      = cacheName
+	ConfigName     = configName
+	TmpName        = tmpName
+	DirPrefix      = dirPrefix
+)
+
+// ValidDir reports whether dir is a run directory's path in the one form the ceremony writes.
+func ValidDir(dir string) bool { return checkDir(dir) }
