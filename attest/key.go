@@ -2,15 +2,11 @@ package attest
 
 import (
 	"crypto"
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"fmt"
+	"errors"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -86,22 +82,14 @@ func ParseSigningKey(pemBytes []byte) (*SigningKey, error) {
 		return nil, err
 	}
 	defer clear(der)
-	k, err := x509.ParsePKCS8PrivateKey(der)
+	signer, err := parsePKCS8PrivateKey(der)
+	var kind errKeyType
+	if errors.As(err, &kind) {
+		return nil, refuse.New(CodeKeyType, "signing key is %s, want ecdsa p-256 or ed25519", kind.kind)
+	}
 	if err != nil {
 		return nil, refuse.New(CodeKeyInvalid, "signing key is not a parsable pkcs#8 private key").
 			WithHint("write the key as unencrypted pkcs#8 pem, e.g. openssl genpkey -algorithm ed25519 -out key.pem")
-	}
-	var signer crypto.Signer
-	switch k := k.(type) {
-	case *ecdsa.PrivateKey:
-		if k.Curve != elliptic.P256() {
-			return nil, refuse.New(CodeKeyType, "signing key is ecdsa on %s, want p-256 or ed25519", k.Curve.Params().Name)
-		}
-		signer = k
-	case ed25519.PrivateKey:
-		signer = k
-	default:
-		return nil, refuse.New(CodeKeyType, "signing key is %s, want ecdsa p-256 or ed25519", keyKind(k))
 	}
 	pub, err := newPublicKey(signer.Public())
 	if err != nil {
@@ -130,24 +118,19 @@ func ParsePublicKey(pemBytes []byte) (*PublicKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := x509.ParsePKIXPublicKey(der)
+	k, err := parsePKIXPublicKey(der)
+	var kind errKeyType
+	if errors.As(err, &kind) {
+		return nil, refuse.New(CodeKeyType, "public key is %s, want ecdsa p-256 or ed25519", kind.kind)
+	}
 	if err != nil {
 		return nil, refuse.New(CodeKeyInvalid, "public key is not a parsable pkix public key")
-	}
-	switch k := k.(type) {
-	case *ecdsa.PublicKey:
-		if k.Curve != elliptic.P256() {
-			return nil, refuse.New(CodeKeyType, "public key is ecdsa on %s, want p-256 or ed25519", k.Curve.Params().Name)
-		}
-	case ed25519.PublicKey:
-	default:
-		return nil, refuse.New(CodeKeyType, "public key is %s, want ecdsa p-256 or ed25519", keyKind(k))
 	}
 	return newPublicKey(k)
 }
 
 func newPublicKey(k crypto.PublicKey) (*PublicKey, error) {
-	der, err := x509.MarshalPKIXPublicKey(k)
+	der, err := marshalPKIXPublicKey(k)
 	if err != nil {
 		return nil, refuse.New(CodeKeyInvalid, "public key does not marshal as pkix")
 	}
@@ -175,14 +158,4 @@ func onePEM(b []byte, want string) ([]byte, error) {
 		return nil, refuse.New(CodeKeyInvalid, "key file holds more than one pem block")
 	}
 	return block.Bytes, nil
-}
-
-func keyKind(k any) string {
-	switch k.(type) {
-	case *ecdsa.PrivateKey, *ecdsa.PublicKey:
-		return "ecdsa"
-	case *rsa.PrivateKey, *rsa.PublicKey:
-		return "rsa"
-	}
-	return fmt.Sprintf("%T", k)
 }

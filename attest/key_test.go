@@ -2,9 +2,15 @@ package attest_test
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"io/fs"
 	"os"
@@ -184,6 +190,44 @@ func assertNoSecret(t *testing.T, privPEM []byte, s string) {
 			if len(line) >= 32 && bytes.Contains([]byte(s), line) {
 				t.Fatalf("a line of the private key pem found in %q", truncate(s))
 			}
+		}
+	}
+}
+
+// TestPKIXMatchesX509: the hand-written asn1 parsing and marshalling agree with crypto/x509
+// byte for byte, for both key types, so key digests and hints are what any other tool computes.
+func TestPKIXMatchesX509(t *testing.T) {
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, priv := range []crypto.Signer{ec, ed} {
+		want, err := x509.MarshalPKIXPublicKey(priv.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pemPub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: want})
+		pk, err := attest.ParsePublicKey(pemPub)
+		if err != nil {
+			t.Fatalf("%T: %v", priv, err)
+		}
+		if sum := sha256.Sum256(want); pk.Hint != hex.EncodeToString(sum[:]) {
+			t.Fatalf("%T: hint %s is not the sha-256 of x509's encoding", priv, pk.Hint)
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk, err := attest.ParseSigningKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+		if err != nil {
+			t.Fatalf("%T: %v", priv, err)
+		}
+		if sk.Public().Hint != pk.Hint {
+			t.Fatalf("%T: the signing key's public half differs", priv)
 		}
 	}
 }
