@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -122,4 +123,46 @@ func TestToolVersions(t *testing.T) {
 		t.Fatalf("kubectl %s against server %s, want %s against %s", v.Client.GitVersion, v.Server.GitVersion, tools.KubectlVersion, tools.KubernetesVersion)
 	}
 	t.Logf("kubectl %s, kube-apiserver %s, etcd %s", v.Client.GitVersion, v.Server.GitVersion, tools.EtcdVersion)
+}
+
+// TestKubectlForms logs, verbatim, each kubectl output whose text ql3 parses (ceremony/kubeout,
+// ceremony/dryrun.go), so that `make matrix` keeps every version's form in its logs
+// (docs/kubectl.md lists them); the ceremony's own tests check that ql3 reads each one. Here
+// only the anchors the parsers key on are asserted.
+func TestKubectlForms(t *testing.T) {
+	ns := "forms-test"
+	if err := shared.CreateNamespace(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1, namespace: " + ns + "}\ndata: {key: v}\n"
+	ssa := []string{"apply", "--server-side", "--field-manager=qinglong3-catalog-lock", "--validate=strict", "-f=-"}
+	// The ceremony's dry-run argv (docs/kubectl.md).
+	dry := []string{"apply", "--server-side", "--field-manager=qinglong3-catalog-lock", "--dry-run=server", "--validate=strict", "-f=-"}
+	if _, se, err := kc(t, "", "create", "configmap", "taken", "-n", ns, "--from-literal=key=other"); err != nil {
+		t.Fatalf("create: %v %s", err, se)
+	}
+	vectors := []struct {
+		name, stdin string
+		args        []string
+		fails       bool   // kubectl must exit non-zero
+		anchor      string // what ql3's parser keys on, in stdout (success) or stderr (failure)
+	}{
+		{"dry-run lines", cm, dry, false, "configmap/c1 serverside-applied (server dry run)"},
+		{"apply lines", cm, ssa, false, "configmap/c1 serverside-applied"},
+		{"conflict", strings.Replace(cm, "name: c1", "name: taken", 1), dry, true, `Apply failed with 1 conflict: conflict with "kubectl-create"`},
+		{"unknown field", strings.Replace(cm, "\ndata:", "\nbogus: 1\ndata:", 1), dry, true, "failed to create typed patch object (" + ns + "/c1; /v1, Kind=ConfigMap): .bogus: field not declared in schema"},
+		{"invalid value", strings.Replace(cm, "{key: v}", "{\"bad key\": v}", 1), dry, true, "is invalid"},
+		{"missing namespace", strings.Replace(cm, "namespace: "+ns, "namespace: forms-missing", 1), dry, true, `namespaces "forms-missing" not found`},
+	}
+	for _, v := range vectors {
+		so, se, err := kc(t, v.stdin, v.args...)
+		got := so
+		if v.fails {
+			got = se
+		}
+		t.Logf("%s: exit error %v\nstdout: %q\nstderr: %q", v.name, err, so, se)
+		if (err != nil) != v.fails || !strings.Contains(got, v.anchor) {
+			t.Errorf("%s: want fails=%v and %q in the output", v.name, v.fails, v.anchor)
+		}
+	}
 }
