@@ -8,7 +8,8 @@
 # MATRIX_MINORS (default "1.34 1.35 1.36 1.37") lists the minors, oldest first; each one's tools
 # are built by build-k8s.sh (K8S_MINOR) unless cached. For every server minor N the cells are:
 # kubectl N (N's own tools), kubectl N-1 and kubectl N+1 (QL3_KUBECTL_TOOLS) when those minors
-# are in the list. Every cell runs the selected tests of each package in one `go test -json`;
+# are in the list. MATRIX_CELLS ("server:kubectl ...", e.g. "1.37:1.36") runs only those cells.
+# Every cell runs the selected tests of each package in one `go test -json`;
 # the logs stay in MATRIX_OUT (default a fresh directory under $TMPDIR).
 set -euo pipefail
 
@@ -16,6 +17,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 mode=${1:-suite}
 read -r -a minors <<<"${MATRIX_MINORS:-1.34 1.35 1.36 1.37}"
+if [[ -n ${MATRIX_CELLS:-} ]]; then
+	read -r -a minors <<<"$(tr ' :' '\n\n' <<<"$MATRIX_CELLS" | sort -uV | tr '\n' ' ')"
+fi
 out=${MATRIX_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ql3-matrix.XXXXXX")}
 mkdir -p "$out"
 
@@ -50,7 +54,7 @@ fi
 # events. A case passes in a cell when at least one matching test passed and none failed.
 cases=(
 	"bed" "internal/testcluster (TestToolVersions|TestKubectlForms|TestServerSideApplyBehaviour|TestKubeSystemUIDStable)$"
-	"runner" "internal/kubectl (TestIdentityReadReturnsClusterUID|TestDryRunApplyConvergenceThroughStdin)$"
+	"runner" "internal/kubectl (TestIdentityReadReturnsClusterUID|TestDryRunApplyConvergenceThroughStdin|TestParentEnvironmentDoesNotLeak)$"
 	"apply+rerun" "ceremony TestCeremonyHappyPathAndOfflineRerun$"
 	"conflict" "ceremony TestCeremonyRefusesConflict(/.*)?$"
 	"strict" "ceremony TestCeremonyRefusesOnCluster/(unknown_field|unknown_container_field|wrong_type|invalid_value)$"
@@ -60,7 +64,7 @@ cases=(
 	"drift" "ceremony/convergence/livetest Test[A-Za-z]+(/.*)?$"
 	"audit" "audit/livetest TestLiveAudit(/.*)?$"
 )
-run='^(TestToolVersions|TestKubectlForms|TestServerSideApplyBehaviour|TestKubeSystemUIDStable|TestIdentityReadReturnsClusterUID|TestDryRunApplyConvergenceThroughStdin|TestCeremonyHappyPathAndOfflineRerun|TestCeremonyRefusesConflict|TestCeremonyRefusesOnCluster|TestCeremonyRecoveryAfterKill|TestConverges|TestSyntheticRelease|TestServerRendering|TestNamespaceFromContext|TestLiveChanges|TestLiveAudit)$'
+run='^(TestToolVersions|TestKubectlForms|TestServerSideApplyBehaviour|TestKubeSystemUIDStable|TestIdentityReadReturnsClusterUID|TestDryRunApplyConvergenceThroughStdin|TestParentEnvironmentDoesNotLeak|TestCeremonyHappyPathAndOfflineRerun|TestCeremonyRefusesConflict|TestCeremonyRefusesOnCluster|TestCeremonyRecoveryAfterKill|TestConverges|TestSyntheticRelease|TestServerRendering|TestNamespaceFromContext|TestLiveChanges|TestLiveAudit)$'
 # The audit's tamper sweeps and its strace test read only the store: version-independent, and
 # `make test` runs them.
 skip='^TestLiveAudit$/^(tamper_every_object|rewrites|index|no_network.*)$'
@@ -68,11 +72,15 @@ pkgs=(./internal/testcluster/ ./internal/kubectl/ ./ceremony/ ./ceremony/converg
 
 # Cells: "server kubectl" minors, each server's own kubectl first, then its skew neighbours.
 cells=()
-for i in "${!minors[@]}"; do
-	cells+=("${minors[i]} ${minors[i]}")
-	((i > 0)) && cells+=("${minors[i]} ${minors[i - 1]}")
-	((i + 1 < ${#minors[@]})) && cells+=("${minors[i]} ${minors[i + 1]}")
-done
+if [[ -n ${MATRIX_CELLS:-} ]]; then
+	for c in $MATRIX_CELLS; do cells+=("${c%%:*} ${c#*:}"); done
+else
+	for i in "${!minors[@]}"; do
+		cells+=("${minors[i]} ${minors[i]}")
+		((i > 0)) && cells+=("${minors[i]} ${minors[i - 1]}")
+		((i + 1 < ${#minors[@]})) && cells+=("${minors[i]} ${minors[i + 1]}")
+	done
+fi
 
 # Build the test binaries once, before any cell's clock starts.
 go test -count=1 -run '^$' "${pkgs[@]}" >/dev/null
