@@ -100,6 +100,9 @@ for cell in "${cells[@]}"; do
 	elapsed[$cell]=$(($(date +%s) - start))
 	status[$cell]=$([[ $rc == 0 ]] && echo ok || echo "FAIL($rc)")
 	[[ $rc == 0 ]] || failed=1
+	# The verbatim kubectl outputs TestKubectlForms logged, to compare across cells.
+	grep '"Test":"TestKubectlForms"' "$log" | grep '"Action":"output"' | sed -nE 's/.*"Output":"(.*)"\}$/\1/p' |
+		grep -E '^ +(stdout|stderr): ' >"$out/forms-$server-$client.txt" || true
 	# "<action> <package> <test>" for every finished test.
 	events=$(sed -nE 's/.*"Action":"(pass|fail)","Package":"github.com\/qinglong\/ql3\/([^"]*)","Test":"([^"]*)".*/\1 \2 \3/p' "$log")
 	for ((c = 0; c < ${#cases[@]}; c += 2)); do
@@ -128,5 +131,14 @@ for cell in "${cells[@]}"; do
 	for ((c = 0; c < ${#cases[@]}; c += 2)); do printf ' %-11s' "${result[$cell,${cases[c]}]}"; done
 	printf ' %-9s %s\n' "${status[$cell]}" "${elapsed[$cell]}"
 done
+# The kubectl texts ql3 parses, compared with the first cell's.
+first=${cells[0]// /-}
+for cell in "${cells[@]}"; do
+	if ! cmp -s "$out/forms-$first.txt" "$out/forms-${cell// /-}.txt"; then
+		echo "kubectl forms of ${cell// /-} differ from $first:"
+		diff "$out/forms-$first.txt" "$out/forms-${cell// /-}.txt" || true
+	fi
+done
+echo "kubectl forms (TestKubectlForms) compared across ${#cells[@]} cells: $out/forms-*.txt"
 echo "logs: $out"
 exit "$failed"
