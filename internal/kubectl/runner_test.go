@@ -185,6 +185,13 @@ func TestParentEnvironmentDoesNotLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(cluster.KubectlPath, "--kubeconfig="+kc, "--context="+cluster.Context, "get", "namespace", "kube-system", "-o=json")
+	// Without the parent's KUBERC=/nonexistent: kubectl 1.34 ignores a KUBERC file that does not
+	// exist and reads $HOME/.kube/kuberc, kubectl 1.37 exits 1 on it.
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "KUBERC=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
 	out, err := cmd.Output()
 	if err != nil || !bytes.Contains(out, []byte(`"managedFields"`)) {
 		t.Fatalf("control run with the parent environment did not pick up the planted kuberc: %v", err)

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -25,50 +24,34 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// Tools are the pinned binaries built by internal/tools/build-k8s.sh.
+// Tools are the pinned binaries built by internal/tools/build-k8s.sh. KubectlVersion differs from
+// KubernetesVersion (the API server's) when $QL3_KUBECTL_TOOLS names another tools directory.
 type Tools struct {
 	Dir, Kubectl, KubeAPIServer, Etcd string
 	KubectlDigest                     digest.Digest
 	KubernetesVersion, EtcdVersion    string
+	KubectlVersion                    string
 }
 
 // ErrNoTools means $QL3_K8S_TOOLS is unset or does not hold the built tools.
 var ErrNoTools = errors.New("testcluster: kubernetes tools missing: run `make tools` and set QL3_K8S_TOOLS to the directory it prints")
 
-// FindTools reads the tools directory from $QL3_K8S_TOOLS and verifies kubectl against the manifest.
+// FindTools reads the tools directory from $QL3_K8S_TOOLS and verifies kubectl against the manifest
+// of the directory it comes from ($QL3_KUBECTL_TOOLS when set).
 func FindTools() (*Tools, error) {
 	dir := os.Getenv("QL3_K8S_TOOLS")
 	if dir == "" {
 		return nil, ErrNoTools
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	m, err := readManifest(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoTools, err)
+		return nil, err
 	}
-	var m struct {
-		KubernetesVersion string            `json:"kubernetesVersion"`
-		EtcdVersion       string            `json:"etcdVersion"`
-		Binaries          map[string]string `json:"binaries"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%w: manifest: %w", ErrNoTools, err)
-	}
-	t := &Tools{Dir: dir, Kubectl: filepath.Join(dir, "bin", "kubectl"), KubeAPIServer: filepath.Join(dir, "bin", "kube-apiserver"),
+	t := &Tools{Dir: dir, KubeAPIServer: filepath.Join(dir, "bin", "kube-apiserver"),
 		Etcd: filepath.Join(dir, "bin", "etcd"), KubernetesVersion: m.KubernetesVersion, EtcdVersion: m.EtcdVersion}
-	d, err := digest.Parse(m.Binaries["kubectl"])
-	if err != nil {
-		return nil, fmt.Errorf("%w: kubectl digest: %w", ErrNoTools, err)
+	if err := selectKubectl(t, m); err != nil {
+		return nil, err
 	}
-	f, err := os.Open(t.Kubectl)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoTools, err)
-	}
-	defer f.Close()
-	got, err := digest.SHA256.FromReader(f)
-	if err != nil || got != d {
-		return nil, fmt.Errorf("%w: kubectl digest mismatch", ErrNoTools)
-	}
-	t.KubectlDigest = d
 	for _, p := range []string{t.KubeAPIServer, t.Etcd} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoTools, err)

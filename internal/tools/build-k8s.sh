@@ -2,15 +2,16 @@
 # Builds the pinned kube-apiserver, kubectl and etcd from the Go module proxy into a cache entry
 # outside the repository, and prints the entry's directory on stdout (and nothing else there).
 #
-# The versions live in one place: testdata/k8s-tools/go.mod. A matrix of Kubernetes minors is a
-# second module directory passed as K8S_TOOLS_MODULE.
+# The versions live in one place per Kubernetes minor: testdata/k8s-tools/v1.NN/go.mod. K8S_MINOR
+# (default 1.37, the newest supported minor) picks one of them; K8S_TOOLS_MODULE names any other
+# module directory. Every minor shares the default module and build caches.
 #
 # The entry is keyed by both versions, `go env GOVERSION` and the go.sum digest, built in a
 # temporary directory beside it and renamed into place, so a killed build never leaves half an entry.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-module=${K8S_TOOLS_MODULE:-$repo/testdata/k8s-tools}
+module=${K8S_TOOLS_MODULE:-$repo/testdata/k8s-tools/v${K8S_MINOR:-1.37}}
 cache_root=${QL3_CACHE:-$HOME/.cache/ql3}/k8s
 
 cd "$module"
@@ -44,7 +45,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 start=$(date +%s)
-echo "build-k8s: building kube-apiserver and kubectl $kube_version, etcd $etcd_version with $go_version (cold: about 10 minutes, 1.8 GB RAM)" >&2
+echo "build-k8s: building kube-apiserver and kubectl $kube_version, etcd $etcd_version with $go_version (cold: 6-10 minutes, 2.3 GB RAM)" >&2
 mkdir "$tmp/bin"
 # One go build for all three shares the dependency graph and both cores.
 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" \
