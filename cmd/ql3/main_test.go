@@ -20,12 +20,19 @@ var (
 
 // TestMain runs the tests, and runs ql3 itself when testscript invokes this binary as "ql3".
 func TestMain(m *testing.M) {
-	code := testscript.RunMain(m, map[string]func() int{"ql3": mainStatus})
+	testscript.Main(cleanupM{m}, map[string]func(){"ql3": func() { os.Exit(mainStatus()) }})
+}
+
+// cleanupM stops the scripts' cluster and removes the built binary once the tests ran.
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
 	stopScriptCluster()
 	if bin != "" {
 		os.RemoveAll(filepath.Dir(bin))
 	}
-	os.Exit(code)
+	return code
 }
 
 // ql3Binary builds ql3 once per test run, static and trimmed like make build.
