@@ -44,8 +44,8 @@ func authenticity(src Source, rep *Report, keys []*attest.PublicKey) {
 		return
 	}
 	res, err := attest.Verify(asrc, rep.Subject, keys)
-	if res != nil {
-		rep.Attestations = res
+	if res != nil && (len(res.Attestations) > 0 || len(keys) > 0) {
+		rep.Attestations = res // absent from a report of an unsigned record audited without keys
 	}
 	if len(keys) == 0 {
 		n := 0
