@@ -39,7 +39,11 @@ func TestWriteApplyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := t.TempDir() + "/apply.json"
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil { // a private directory, as WriteApplyCommand requires
+		t.Fatal(err)
+	}
+	p := dir + "/apply.json"
 	if err := WriteApplyCommand(p, pre, dB); err != nil {
 		t.Fatal(err)
 	}
