@@ -9,9 +9,9 @@ import (
 )
 
 // Main starts one cluster for a test package; use as os.Exit(testcluster.Main(m, &cluster)).
-// A run that executes no test needs none, and gets none: listing (-test.list), a fuzz worker, and
-// fuzzing with -run '^$' (as `make fuzz` does), so that a package's fuzz targets run and list
-// without the Kubernetes tools.
+// A run that executes no test needs none, and gets none: listing (-test.list), a fuzz worker,
+// fuzzing with -run '^$' (as `make fuzz` does), and -run '^$' without -bench (a build), so that a
+// package's fuzz targets run and list, and its binary builds, without the Kubernetes tools.
 func Main(m *testing.M, c **Cluster) int {
 	if !flag.Parsed() {
 		flag.Parse()
@@ -52,6 +52,8 @@ func noTests() bool {
 		}
 		return ""
 	}
+	// -run '^$' executes no test; it still runs benchmarks unless -bench is empty, and then it
+	// only builds (make matrix builds every test binary that way before its cells run).
 	return value("test.list") != "" || value("test.fuzzworker") == "true" ||
-		(value("test.fuzz") != "" && value("test.run") == "^$")
+		(value("test.run") == "^$" && (value("test.fuzz") != "" || value("test.bench") == ""))
 }
