@@ -38,22 +38,9 @@ func (r *run) name(n string) string { return r.prefix + n }
 // commandCheck loads the command record and re-validates it with the ceremony's own parser.
 func (a *auditor) commandCheck(r *run) bool {
 	return a.check(r.name("command"), func() (string, error) {
-		// One read: the record's own rules (canonical, schema, closed shape), then the ceremony's
-		// parser over the same bytes.
-		b, err := a.blob(r.command, evidence.MediaTypeCommand)
+		pc, err := a.commandRecord(r.command)
 		if err != nil {
 			return "", err
-		}
-		var c evidence.Command
-		if err := evidence.DecodeRecord(evidence.MediaTypeCommand, b, &c); err != nil {
-			return "", err
-		}
-		pc, err := command.Parse(b)
-		if err != nil {
-			return "", err
-		}
-		if pc.Digest != r.command.Digest {
-			return "", refuse.New(CodeCommand, "command record %s re-canonicalizes to %s", r.command.Digest, pc.Digest)
 		}
 		if pc.Command.Command != r.wantCommand {
 			return "", refuse.New(CodeCommand, "command record %s is a %s command, not %s", r.command.Digest, pc.Command.Command, r.wantCommand)
@@ -226,4 +213,25 @@ func (a *auditor) lockCheck(r *run) bool {
 		r.lockResult = res
 		return fmt.Sprintf("release %s, %d resources, %d image authorities, report %s", res.ReleaseVersion, len(res.Objects), len(res.Authorities), res.ReportDigest), nil
 	})
+}
+
+// commandRecord reads a command record once: the record's own rules (canonical, schema, closed
+// shape), then the ceremony's parser over the same bytes, whose identity must be the record's name.
+func (a *auditor) commandRecord(d evidence.Descriptor) (*command.Parsed, error) {
+	b, err := a.blob(d, evidence.MediaTypeCommand)
+	if err != nil {
+		return nil, err
+	}
+	var c evidence.Command
+	if err := evidence.DecodeRecord(evidence.MediaTypeCommand, b, &c); err != nil {
+		return nil, err
+	}
+	pc, err := command.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	if pc.Digest != d.Digest {
+		return nil, refuse.New(CodeCommand, "command record %s re-canonicalizes to %s", d.Digest, pc.Digest)
+	}
+	return pc, nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
@@ -72,20 +71,9 @@ func (a *auditor) liveAudit(root evidence.Descriptor) {
 // receipt, of the report's target and cluster.
 func (a *auditor) liveCommandCheck(r *run, la *evidence.LiveAudit) bool {
 	return a.check("command", func() (string, error) {
-		b, err := a.blob(r.command, evidence.MediaTypeCommand)
+		pc, err := a.commandRecord(r.command)
 		if err != nil {
 			return "", err
-		}
-		var c evidence.Command
-		if err := evidence.DecodeRecord(evidence.MediaTypeCommand, b, &c); err != nil {
-			return "", err
-		}
-		pc, err := command.Parse(b)
-		if err != nil {
-			return "", err
-		}
-		if pc.Digest != r.command.Digest {
-			return "", refuse.New(CodeCommand, "command record %s re-canonicalizes to %s", r.command.Digest, pc.Digest)
 		}
 		switch pc.Command.Command {
 		case evidence.CommandLiveAudit:
