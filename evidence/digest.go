@@ -1,6 +1,9 @@
 package evidence
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"github.com/opencontainers/go-digest"
 	"github.com/qinglong/ql3/internal/refuse"
 )
@@ -12,8 +15,10 @@ const CodeDigestInvalid refuse.Code = "DIGEST_INVALID"
 const sha256Prefix = "sha256:"
 
 // ParseDigest validates s as a sha256 digest in the one spelling ql3 accepts. It checks the bytes
-// itself before handing s to go-digest, whose accessors panic on malformed input and which would
-// also accept other algorithms.
+// itself: go-digest's accessors panic on malformed input and it would also accept other
+// algorithms. Its own Validate (a regular expression, a third of the cost of reading a store's
+// index) is not run: every string accepted here is one it accepts, which TestParseDigestGoDigest
+// holds it to.
 func ParseDigest(s string) (digest.Digest, error) {
 	if len(s) != len(sha256Prefix)+64 || s[:len(sha256Prefix)] != sha256Prefix {
 		return "", refuse.New(CodeDigestInvalid, "digest is not sha256: followed by 64 hex digits (length %d)", len(s))
@@ -23,12 +28,12 @@ func ParseDigest(s string) (digest.Digest, error) {
 			return "", refuse.New(CodeDigestInvalid, "digest has a character that is not lower-case hex at offset %d", i)
 		}
 	}
-	d := digest.Digest(s)
-	if err := d.Validate(); err != nil {
-		return "", refuse.Wrap(CodeDigestInvalid, err, "digest refused by go-digest")
-	}
-	return d, nil
+	return digest.Digest(s), nil
 }
 
-// FromBytes is the sha256 digest of b.
-func FromBytes(b []byte) digest.Digest { return digest.SHA256.FromBytes(b) }
+// FromBytes is the sha256 digest of b. It spells the digest itself: go-digest formats it through
+// fmt, which costs a store listing more than the hash of a small record.
+func FromBytes(b []byte) digest.Digest {
+	sum := sha256.Sum256(b)
+	return digest.Digest(sha256Prefix + hex.EncodeToString(sum[:]))
+}

@@ -79,6 +79,33 @@ func DecodeStrict(b []byte, v any) error {
 	return decodeTree(root, v)
 }
 
+// DecodeCanonical is DecodeStrict for bytes that must also be in canonical form (an index entry,
+// a bundle): one parse serves both checks, where Canonicalize then DecodeStrict parse twice.
+func DecodeCanonical(b []byte, v any) error {
+	root, err := parseCanonical(b, "json")
+	if err != nil {
+		return err
+	}
+	return decodeTree(root, v)
+}
+
+// parseCanonical parses b strictly and refuses it unless it is already in canonical form; what
+// names the bytes in the refusal ("json", "record").
+func parseCanonical(b []byte, what string) (*node, error) {
+	root, lits, err := parseStrict(b)
+	if err != nil {
+		return nil, err
+	}
+	canon, err := canonicalTree(root, lits, len(b))
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(canon, b) {
+		return nil, refuse.New(CodeRecordNotCanonical, "%s of %d bytes is not in rfc 8785 canonical form", what, len(b))
+	}
+	return root, nil
+}
+
 func decodeTree(root *node, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
@@ -94,16 +121,9 @@ func decodeTree(root *node, v any) error {
 // form, mediaType must be a record media type, and the record's schema must be the one that media
 // type names.
 func DecodeRecord(mediaType string, b []byte, v any) error {
-	root, lits, err := parseStrict(b)
+	root, err := parseCanonical(b, "record")
 	if err != nil {
 		return err
-	}
-	canon, err := canonicalTree(root, lits, len(b))
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(canon, b) {
-		return refuse.New(CodeRecordNotCanonical, "record of %d bytes is not in rfc 8785 canonical form", len(b))
 	}
 	want, ok := RecordSchema(mediaType)
 	if !ok {

@@ -99,7 +99,7 @@ func parseDocument(c chunk, index int) (Object, bool, error) {
 	if !isMap {
 		return Object{}, false, refuse.New(CodeNotObject, "document %d (starting on line %d) is not a mapping", doc, c.line)
 	}
-	o := Object{Index: index, JSON: js}
+	o := Object{Index: index, JSON: js, Text: c.text}
 	if o.Fields, err = decodeFields(js); err != nil {
 		return Object{}, false, refuse.Wrap(CodeReaderMismatch, err, "document %d (starting on line %d) does not decode as a json object", doc, c.line)
 	}

@@ -115,3 +115,38 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRereadManifest: Reread never panics and refuses only with a reason code; what Parse
+// accepts, Reread reads to exactly the same objects, with and without Parse's objects as known
+// documents; whatever Reread accepts is what kubectl's own decoder reads.
+func FuzzRereadManifest(f *testing.F) {
+	for _, v := range []string{head, head + "---\n" + head, "--- # c\n" + head + "data: {a: \"x\"}\n", head + "data: {a: 0o17}\n"} {
+		f.Add([]byte(v))
+	}
+	for _, b := range fixtureManifests(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		again, err := Reread(b, nil)
+		if err != nil && refuse.CodeOf(err) == "" {
+			t.Fatalf("refusal without a reason code: %v", err)
+		}
+		if err == nil {
+			agreesWithKubectl(t, b, again)
+		}
+		objs, perr := Parse(b)
+		if perr != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Parse accepts, Reread refuses: %v", err)
+		}
+		if !reflect.DeepEqual(again, objs) {
+			t.Fatalf("Reread reads other objects than Parse")
+		}
+		known, err := Reread(b, objs)
+		if err != nil || !reflect.DeepEqual(known, objs) {
+			t.Fatalf("Reread with known documents reads other objects than Parse (%v)", err)
+		}
+	})
+}

@@ -51,18 +51,27 @@ type Object struct {
 	Name       string
 	JSON       []byte         // the document converted to JSON exactly as kubectl converts it (sigs.k8s.io/yaml)
 	Fields     map[string]any // JSON decoded with json.Number for numbers
+	// Text is the document as kubectl's reader hands it to the YAML converter: the bytes the
+	// object was read from, which Reread uses to recognise a document it has read before.
+	Text []byte
 }
 
-// Parse splits and parses manifest bytes, refusing anything a second reader could read otherwise.
-// It returns at least one object or a *refuse.Error.
-func Parse(b []byte) ([]Object, error) {
+// documents applies the byte-level rules (size, text) and splits b into its documents as kubectl
+// does: what Parse and Reread both start with.
+func documents(b []byte) ([]chunk, error) {
 	if len(b) > MaxBytes {
 		return nil, refuse.New(CodeTooLarge, "manifest of %d bytes exceeds the limit of %d", len(b), MaxBytes)
 	}
 	if err := checkText(b); err != nil {
 		return nil, err
 	}
-	chunks, err := split(b)
+	return split(b)
+}
+
+// Parse splits and parses manifest bytes, refusing anything a second reader could read otherwise.
+// It returns at least one object or a *refuse.Error.
+func Parse(b []byte) ([]Object, error) {
+	chunks, err := documents(b)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,10 @@ func TestParseAccepts(t *testing.T) {
 				if err := d.Decode(&f); err != nil || !reflect.DeepEqual(f, objs[i].Fields) {
 					t.Fatalf("object %d: Fields %v do not decode from JSON (%v)", i, objs[i].Fields, err)
 				}
-				objs[i].Fields = nil
+				if len(objs[i].Text) == 0 {
+					t.Fatalf("object %d: no Text", i)
+				}
+				objs[i].Fields, objs[i].Text = nil, nil
 			}
 			if v.want != nil && !reflect.DeepEqual(objs, v.want) {
 				t.Fatalf("got %+v\nwant %+v", objs, v.want)
