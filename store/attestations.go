@@ -28,41 +28,63 @@ const attestationsRel = "index/" + evidence.IndexAttestations
 
 // attestationDir opens index/attestations/<subject hex> relative to the held index directory,
 // checked like every store directory; with create it makes the missing levels (mkdirat 0700).
-// ok is false when it does not exist and create is false.
-func (s *Store) attestationDir(subject digest.Digest, create bool) (heldDir, bool, error) {
+// ok is false when it does not exist and create is false. synced, when create made a level,
+// fsyncs the directory each new level was made in, so that the new name is durable; it always
+// releases what it holds and must be called once (a no-op when nothing was made).
+func (s *Store) attestationDir(subject digest.Digest, create bool) (held heldDir, ok bool, synced func() error, err error) {
+	var made []int // directories a level was made in; index/ is held by the store, the others are ours
+	synced = func() error {
+		var err error
+		for _, fd := range made {
+			if serr := unix.Fsync(fd); serr != nil && err == nil {
+				err = refuse.Wrap(CodeStoreIO, serr, "fsync %s", attestationsRel)
+			}
+			if fd != s.dirs[dIndex].fd {
+				unix.Close(fd)
+			}
+		}
+		made = nil
+		return err
+	}
 	parent := s.dirs[dIndex].fd
-	var held heldDir
 	for i, name := range []string{evidence.IndexAttestations, subject.Encoded()} {
 		rel := attestationsRel
 		if i == 1 {
 			rel += "/" + name
 		}
+		// release drops the attestations directory (level 0) once level 1 is open, unless a level
+		// was made in it and it waits for its fsync.
+		release := func() {
+			if i == 1 && (len(made) == 0 || made[len(made)-1] != parent) {
+				unix.Close(parent)
+			}
+		}
 		if create {
-			if err := unix.Mkdirat(parent, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-				if i == 1 {
-					unix.Close(parent)
-				}
-				return heldDir{fd: -1}, false, refuse.Wrap(CodeStoreIO, err, "create %s", rel)
+			err := unix.Mkdirat(parent, name, 0o700)
+			if err != nil && !errors.Is(err, unix.EEXIST) {
+				release()
+				synced()
+				return heldDir{fd: -1}, false, func() error { return nil }, refuse.Wrap(CodeStoreIO, err, "create %s", rel)
+			}
+			if err == nil {
+				made = append(made, parent)
 			}
 		} else {
 			var st unix.Stat_t
 			if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
-				if i == 1 {
-					unix.Close(parent)
-				}
-				return heldDir{fd: -1}, false, nil
+				release()
+				return heldDir{fd: -1}, false, synced, nil
 			}
 		}
 		d, err := openDir(parent, name, rel)
-		if i == 1 {
-			unix.Close(parent)
-		}
+		release()
 		if err != nil {
-			return heldDir{fd: -1}, false, err
+			synced()
+			return heldDir{fd: -1}, false, func() error { return nil }, err
 		}
 		held, parent = d, d.fd
 	}
-	return held, true, nil
+	return held, true, synced, nil
 }
 
 // PutAttestation records that bundle, which signs the statement record, attests subject. Both
@@ -83,15 +105,24 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 	if err != nil {
 		return err
 	}
-	dir, _, err := s.attestationDir(subject, true)
+	dir, _, synced, err := s.attestationDir(subject, true)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dir.fd)
+	// A level made for this entry is synced beside the entry's own commit, not before it: until
+	// both are durable the call has not returned, and a crash leaves the entry either reachable or
+	// gone with its directory, never half there.
+	parents := make(chan error, 1)
+	go func() { parents <- synced() }()
 	if err := s.checkRoot(); err != nil {
+		<-parents
 		return err
 	}
 	err = s.commitAt(dir.fd, attestationsRel+"/"+subject.Encoded(), bundle.Encoded(), b)
+	if perr := <-parents; err == nil {
+		err = perr
+	}
 	if errors.Is(err, errExists) {
 		es, lerr := s.listAttestations(subject)
 		if lerr != nil {
@@ -121,7 +152,8 @@ func (s *Store) listAttestations(subject digest.Digest) ([]AttestationEntry, err
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
 		return nil, err
 	}
-	dir, ok, err := s.attestationDir(subject, false)
+	dir, ok, synced, err := s.attestationDir(subject, false)
+	synced() // nothing was made: releases only
 	if err != nil || !ok {
 		return []AttestationEntry{}, err
 	}
@@ -137,11 +169,11 @@ func (s *Store) listAttestations(subject digest.Digest) ([]AttestationEntry, err
 		if err != nil {
 			return nil, refuse.Wrap(CodeIndexCorrupt, err, "attestation index of %s has a stray entry", subject)
 		}
-		f, _, err := openObject(dir.fd, name, bundle)
+		fd, size, err := openObjectFD(dir.fd, name, bundle)
 		if err != nil {
 			return nil, refuse.Wrap(CodeIndexCorrupt, err, "attestation index entry %s/%s", subject.Encoded(), name)
 		}
-		d, err := decodeEntry(f, "attestation index entry "+subject.Encoded()+"/"+name)
+		d, err := decodeEntry(fd, size, "attestation index entry "+subject.Encoded()+"/"+name)
 		if err != nil {
 			return nil, err
 		}

@@ -130,6 +130,12 @@ func TestRootSwappedBetweenOpenAndWrite(t *testing.T) {
 				}
 				raw, err := evidence.MarshalRecord(in)
 				must(t, err)
+				if _, err := s.PutObjects([]Object{{MediaType: evidence.MediaTypeStdout, Bytes: []byte("batched")}, {MediaType: evidence.MediaTypeIntent, Bytes: raw}}); refuse.CodeOf(err) != CodeRootMoved {
+					t.Fatalf("PutObjects with an intent: %v, want %s", err, CodeRootMoved)
+				}
+				if bd := evidence.FromBytes([]byte("batched")).Encoded(); has(t, held, "blobs/sha256", bd) {
+					t.Fatal("a refused batch wrote an object")
+				}
 				if rd := evidence.FromBytes(raw).Encoded(); has(t, held, "blobs/sha256", rd) || has(t, otherRoot, "blobs/sha256", rd) {
 					t.Fatal("a refused root record was written")
 				}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,6 +28,34 @@ func TestMain(m *testing.M) {
 		// Die with the staging file written but not yet renamed into place.
 		commitHook = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 		s.PutBlob(evidence.MediaTypeOctets, crashData())
+		os.Exit(4)
+	case "crash-batch":
+		s, err := Open(os.Getenv("QL3_STORE_ROOT"))
+		if err != nil {
+			os.Exit(3)
+		}
+		at, _ := strconv.Atoi(os.Getenv("QL3_STORE_KILL_AT"))
+		batchHook = func(renamed int) {
+			if renamed == at {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+		s.PutObjects(batchData())
+		os.Exit(4)
+	case "batchcrash":
+		s, err := Open(os.Getenv("QL3_STORE_ROOT"))
+		if err != nil {
+			os.Exit(3)
+		}
+		// Die with a batch's staging files synced but none renamed into place.
+		b := s.NewBatch()
+		for i := range 3 {
+			if _, err := b.PutBlob(evidence.MediaTypeOctets, benchData(100+i)); err != nil {
+				os.Exit(5)
+			}
+		}
+		commitHook = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+		b.Sync()
 		os.Exit(4)
 	}
 }
@@ -106,5 +135,27 @@ func TestCrashMidPut(t *testing.T) {
 	}
 	if _, err := s.PutBlob(evidence.MediaTypeOctets, crashData()); err != nil {
 		t.Fatalf("put after crash: %v", err)
+	}
+}
+
+// A run killed in the middle of a batch's Sync leaves no object of the batch in the store, only
+// staging files that Verify reports as hints; the same objects can be put afterwards.
+func TestCrashMidBatchSync(t *testing.T) {
+	s := newStore(t)
+	err := child(t, "batchcrash", s.Root()).Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die by SIGKILL: %v", err)
+	}
+	r, err := s.Verify()
+	if err != nil || !r.OK() || r.Objects != 0 {
+		t.Fatalf("verify after crash: %+v %v", r, err)
+	}
+	if len(r.Hints) != 3 || r.Hints[0].Code != CodeStagingLeftover {
+		t.Fatalf("hints: %+v", r.Hints)
+	}
+	for i := range 3 {
+		if _, err := s.PutBlob(evidence.MediaTypeOctets, benchData(100+i)); err != nil {
+			t.Fatalf("put after crash: %v", err)
+		}
 	}
 }

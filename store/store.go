@@ -4,7 +4,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -174,60 +173,115 @@ func (s *Store) commit(dir int, name string, b []byte) error {
 
 // commitAt is commit into any directory held by the descriptor dirfd (rel names it in messages).
 func (s *Store) commitAt(dirfd int, rel, name string, b []byte) error {
+	st, err := s.stage(b, true)
+	if err != nil {
+		return err
+	}
+	defer st.discard(s)
+	if commitHook != nil {
+		commitHook()
+	}
+	if err := s.link(st, dirfd, name); err != nil {
+		return err
+	}
+	if err := unix.Fsync(dirfd); err != nil {
+		return refuse.Wrap(CodeStoreIO, err, "fsync %s", rel)
+	}
+	return nil
+}
+
+// staged is a file written in tmp/ and not yet renamed into place.
+type staged struct {
+	name    string
+	fd      int // open for writing until synced (-1 once closed)
+	renamed bool
+}
+
+// stage writes b to a new uniquely named file in tmp/, mode 0400, and syncs it when sync is
+// set; otherwise its descriptor stays open for a later sync.
+func (s *Store) stage(b []byte, sync bool) (*staged, error) {
 	tmp := s.dirs[dTmp].fd
-	var stage string
+	st := &staged{fd: -1}
 	var fd int
 	for try := 0; ; try++ {
-		stage = "stage-" + strconv.FormatUint(rand.Uint64(), 36)
+		st.name = "stage-" + strconv.FormatUint(rand.Uint64(), 36)
 		var err error
 		fd, err = retryEINTR(func() (int, error) {
-			return unix.Openat(tmp, stage, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			return unix.Openat(tmp, st.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		})
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, unix.EEXIST) || try == 100 {
-			return refuse.Wrap(CodeStoreIO, err, "create staging file")
+			return nil, refuse.Wrap(CodeStoreIO, err, "create staging file")
 		}
 	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			_ = unix.Unlinkat(tmp, stage, 0)
-		}
-	}()
-	f := os.NewFile(uintptr(fd), stage)
-	n, err := f.Write(b)
-	if err == nil && n != len(b) {
-		err = io.ErrShortWrite
-	}
+	st.fd = fd
+	err := writeAll(fd, b)
 	if err == nil {
-		err = f.Chmod(ObjectMode)
+		err = unix.Fchmod(fd, ObjectMode)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil && sync {
+		err = st.sync()
 	}
 	if err != nil {
-		return refuse.Wrap(CodeStoreIO, err, "write staging file")
+		st.discard(s)
+		return nil, refuse.Wrap(CodeStoreIO, err, "write staging file")
 	}
-	if commitHook != nil {
-		commitHook()
+	return st, nil
+}
+
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		b = b[n:]
 	}
+	return nil
+}
+
+// sync makes the staged content durable and closes its descriptor.
+func (st *staged) sync() error {
+	err := unix.Fsync(st.fd)
+	if cerr := unix.Close(st.fd); err == nil {
+		err = cerr
+	}
+	st.fd = -1
+	return err
+}
+
+// discard closes a staged file's descriptor and removes it unless it was renamed into place.
+func (st *staged) discard(s *Store) {
+	if st.fd >= 0 {
+		_ = unix.Close(st.fd)
+		st.fd = -1
+	}
+	if !st.renamed {
+		_ = unix.Unlinkat(s.dirs[dTmp].fd, st.name, 0)
+		st.renamed = true // removed: nothing is left to discard
+	}
+}
+
+// link renames the synced staged file to name in dirfd without replacing anything; errExists
+// when the name exists. The directory is not synced.
+func (s *Store) link(st *staged, dirfd int, name string) error {
 	// rename with RENAME_NOREPLACE, not link(2): the committed name never has a second link, so
 	// a concurrent reader never sees link count 2 on a good object.
-	if err := unix.Renameat2(tmp, stage, dirfd, name, unix.RENAME_NOREPLACE); err != nil {
+	if err := unix.Renameat2(s.dirs[dTmp].fd, st.name, dirfd, name, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return errExists
 		}
 		return refuse.Wrap(CodeStoreIO, err, "rename object into place")
 	}
-	renamed = true
-	if err := unix.Fsync(dirfd); err != nil {
-		return refuse.Wrap(CodeStoreIO, err, "fsync %s", rel)
-	}
+	st.renamed = true
 	return nil
 }
 
@@ -243,20 +297,42 @@ func (s *Store) PutBlob(mediaType string, b []byte) (evidence.Descriptor, error)
 }
 
 func (s *Store) putBlob(mediaType string, b []byte) (evidence.Descriptor, error) {
-	if len(b) > MaxObjectSize {
-		return evidence.Descriptor{}, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(b), MaxObjectSize)
+	desc, exists, err := s.present(mediaType, b)
+	if err != nil || exists {
+		return desc, err
 	}
-	sum := sha256.Sum256(b)
-	d := digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(sum[:]))
-	desc := evidence.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}
-	err := s.commit(dSHA256, d.Encoded(), b)
+	err = s.commit(dSHA256, desc.Digest.Encoded(), b)
 	if errors.Is(err, errExists) {
-		if _, gerr := s.get(d); gerr != nil {
-			return evidence.Descriptor{}, gerr
-		}
-		return desc, nil
+		return desc, s.same(desc.Digest)
 	}
 	return desc, err
+}
+
+// present returns b's descriptor and whether the store holds it already, checked as Get checks
+// it. A run stores many objects that earlier runs stored (its inputs, kubectl's unchanged
+// output): those cost a lookup and a re-hash, not a staged copy and an fsync.
+func (s *Store) present(mediaType string, b []byte) (evidence.Descriptor, bool, error) {
+	if len(b) > MaxObjectSize {
+		return evidence.Descriptor{}, false, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(b), MaxObjectSize)
+	}
+	sum := sha256.Sum256(b)
+	d := digest.Digest("sha256:" + hex.EncodeToString(sum[:]))
+	desc := evidence.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}
+	var st unix.Stat_t
+	err := unix.Fstatat(s.dirs[dSHA256].fd, d.Encoded(), &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return desc, false, nil
+	}
+	// Anything else under the name, readable or not, is for the full read to judge: the name is
+	// never overwritten.
+	return desc, true, s.same(d)
+}
+
+// same checks the object already committed under d's name: the same content is a no-op,
+// anything else is refused and nothing is overwritten.
+func (s *Store) same(d digest.Digest) error {
+	_, err := s.get(d)
+	return err
 }
 
 // rootMediaTypes are the records an index entry publishes: writing one is a publication, so it
@@ -274,24 +350,34 @@ func (s *Store) PutRecord(mediaType string, v any) (evidence.Descriptor, []byte,
 		return evidence.Descriptor{}, nil, err
 	}
 	defer s.mu.RUnlock()
-	if _, ok := evidence.RecordSchema(mediaType); !ok {
-		return evidence.Descriptor{}, nil, refuse.New(CodeMediaType, "media type %q is not a record media type", mediaType)
-	}
-	b, err := evidence.MarshalRecord(v)
+	b, err := s.recordBytes(mediaType, v)
 	if err != nil {
 		return evidence.Descriptor{}, nil, err
 	}
+	d, err := s.putBlob(mediaType, b)
+	return d, b, err
+}
+
+// recordBytes returns the canonical bytes of record v, checked to read back under the record
+// rules with the schema mediaType names, after the root identity check for a root media type.
+func (s *Store) recordBytes(mediaType string, v any) ([]byte, error) {
+	if _, ok := evidence.RecordSchema(mediaType); !ok {
+		return nil, refuse.New(CodeMediaType, "media type %q is not a record media type", mediaType)
+	}
+	b, err := evidence.MarshalRecord(v)
+	if err != nil {
+		return nil, err
+	}
 	var probe map[string]any
 	if err := evidence.DecodeRecord(mediaType, b, &probe); err != nil {
-		return evidence.Descriptor{}, nil, err
+		return nil, err
 	}
 	if rootMediaTypes[mediaType] {
 		if err := s.checkRoot(); err != nil {
-			return evidence.Descriptor{}, nil, err
+			return nil, err
 		}
 	}
-	d, err := s.putBlob(mediaType, b)
-	return d, b, err
+	return b, nil
 }
 
 // Get returns the object named d after checking its file and re-hashing its content.
@@ -313,44 +399,87 @@ func (s *Store) get(d digest.Digest) ([]byte, error) {
 // openObject opens the file name in dirfd without following a symlink and checks its stat as
 // object d's.
 func openObject(dirfd int, name string, d digest.Digest) (*os.File, int64, error) {
+	fd, size, err := openObjectFD(dirfd, name, d)
+	if err != nil {
+		return nil, 0, err
+	}
+	return os.NewFile(uintptr(fd), name), size, nil
+}
+
+// openObjectFD is openObject returning the bare descriptor, which the caller closes: the reads of
+// a listing (thousands of small files) skip os.File's set-up and the poller.
+func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
 	fd, err := retryEINTR(func() (int, error) {
 		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
+			return -1, 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
 		}
 		if errors.Is(err, unix.ELOOP) {
-			return nil, 0, refuse.New(CodeObjectNotRegular, "object %s is a symlink", d)
+			return -1, 0, refuse.New(CodeObjectNotRegular, "object %s is a symlink", d)
 		}
-		return nil, 0, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
+		return -1, 0, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
 	}
-	f := os.NewFile(uintptr(fd), name)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
-		return nil, 0, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
+		unix.Close(fd)
+		return -1, 0, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
 	}
 	if err := checkObjectStat(&st, d); err != nil {
-		f.Close()
-		return nil, 0, err
+		unix.Close(fd)
+		return -1, 0, err
 	}
-	return f, st.Size, nil
+	return fd, st.Size, nil
+}
+
+// readAll reads the regular file fd, of size bytes by its fstat, into one buffer, and reports a
+// file that is longer. The buffer has a byte to spare, so a read that fills the file's size and
+// stops short of the buffer has met the end of the file (a regular file's read returns less than
+// asked only there): one read(2) per object, not a second one to see EOF. A file that grows after
+// that read is, as before, beyond what any read could see; its content is hashed regardless.
+func readAll(fd int, size int64) (b []byte, grew bool, err error) {
+	b = make([]byte, size+1)
+	n := 0
+	for n < len(b) {
+		asked := len(b) - n
+		m, err := unix.Read(fd, b[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+		if int64(n) >= size && m < asked {
+			break
+		}
+	}
+	if int64(n) > size {
+		return nil, true, nil
+	}
+	if int64(n) < size {
+		return nil, false, io.ErrUnexpectedEOF
+	}
+	return b[:n:n], false, nil
 }
 
 func readObject(blobs int, d digest.Digest) ([]byte, error) {
-	f, size, err := openObject(blobs, d.Encoded(), d)
+	fd, size, err := openObjectFD(blobs, d.Encoded(), d)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	// Presize from fstat (bounded above), then insist the file ends there: a file that grows
-	// between fstat and read is refused rather than read in part.
-	b := make([]byte, size)
-	if _, err := io.ReadFull(f, b); err != nil {
+	defer unix.Close(fd)
+	// Sized from fstat (bounded above), and the file must end there: a file that grows between
+	// fstat and read is refused rather than read in part.
+	b, grew, err := readAll(fd, size)
+	if err != nil {
 		return nil, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 	}
-	if n, _ := f.Read(make([]byte, 1)); n != 0 {
+	if grew {
 		return nil, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
 	}
 	if evidence.FromBytes(b) != d {
@@ -540,41 +669,46 @@ func (s *Store) getIndex(kind string, key digest.Digest) (evidence.Descriptor, b
 	if _, err := evidence.ParseDigest(string(key)); err != nil {
 		return evidence.Descriptor{}, false, err
 	}
-	// An entry is held to an object's file rules (no symlink, regular, 0400, owner, one link),
-	// so that it cannot be swapped for a file outside the store or another writer's file.
 	dirfd, release, ok, err := s.kindDir(kind, false)
 	if err != nil || !ok {
 		return evidence.Descriptor{}, false, err
 	}
 	defer release()
-	f, _, err := openObject(dirfd, key.Encoded(), key)
+	return readEntry(dirfd, kind, key)
+}
+
+// readEntry reads the entry key of kind's index directory, held by dirfd.
+func readEntry(dirfd int, kind string, key digest.Digest) (evidence.Descriptor, bool, error) {
+	// An entry is held to an object's file rules (no symlink, regular, 0400, owner, one link),
+	// so that it cannot be swapped for a file outside the store or another writer's file.
+	fd, size, err := openObjectFD(dirfd, key.Encoded(), key)
 	if refuse.CodeOf(err) == CodeObjectNotFound {
 		return evidence.Descriptor{}, false, nil
 	}
 	if err != nil {
 		return evidence.Descriptor{}, false, refuse.Wrap(CodeIndexCorrupt, err, "index %s entry %s", kind, key)
 	}
-	d, err := decodeEntry(f, "index "+kind+" entry "+string(key))
+	d, err := decodeEntry(fd, size, "index "+kind+" entry "+string(key))
 	return d, err == nil, err
 }
 
-// decodeEntry reads one index entry, opened under the object file rules, and decodes its
-// canonical descriptor; it closes f.
-func decodeEntry(f *os.File, what string) (evidence.Descriptor, error) {
-	b, err := io.ReadAll(io.LimitReader(f, maxIndexEntry+1))
-	f.Close()
+// decodeEntry reads one index entry of size bytes, opened under the object file rules, and
+// decodes its canonical descriptor; it closes fd.
+func decodeEntry(fd int, size int64, what string) (evidence.Descriptor, error) {
+	defer unix.Close(fd)
+	if size > maxIndexEntry {
+		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is larger than %d bytes", what, maxIndexEntry)
+	}
+	b, grew, err := readAll(fd, size)
 	if err != nil {
 		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, err, "read %s", what)
 	}
-	if len(b) > maxIndexEntry {
-		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is larger than %d bytes", what, maxIndexEntry)
+	if grew {
+		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s grew while being read", what)
 	}
-	var d evidence.Descriptor
-	if err := evidence.DecodeStrict(b, &d); err != nil {
-		return evidence.Descriptor{}, refuse.Wrap(CodeIndexCorrupt, err, "%s", what)
-	}
-	if c, err := evidence.Canonicalize(b); err != nil || !bytes.Equal(c, b) {
-		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is not canonical", what)
+	d, err := evidence.DecodeCanonicalDescriptor(b)
+	if err != nil {
+		return evidence.Descriptor{}, refuse.Wrap(CodeIndexCorrupt, err, "%s is not one canonical descriptor", what)
 	}
 	return d, nil
 }
@@ -603,22 +737,24 @@ func (s *Store) listIndex(kind string) ([]IndexEntry, error) {
 	if err != nil || !ok {
 		return nil, err // no directory: a store written before the kind existed
 	}
+	defer release()
 	names, err := listDir(dirfd, "index/"+kind)
-	release()
 	if err != nil {
 		return nil, err
 	}
-	var out []IndexEntry
+	out := make([]IndexEntry, 0, len(names))
 	for _, name := range names {
 		key, err := evidence.ParseDigest("sha256:" + name)
 		if err != nil {
 			return nil, refuse.Wrap(CodeIndexCorrupt, err, "index %s has a stray entry", kind)
 		}
-		d, _, err := s.getIndex(kind, key)
+		d, ok, err := readEntry(dirfd, kind, key)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, IndexEntry{Kind: kind, Key: key, Descriptor: d})
+		if ok { // an entry listed a moment ago is never removed, except by a refused publication
+			out = append(out, IndexEntry{Kind: kind, Key: key, Descriptor: d})
+		}
 	}
 	return out, nil
 }

@@ -127,6 +127,17 @@ func TestObjectViolations(t *testing.T) {
 			if r.OK() || !found {
 				t.Fatalf("verify after %s: findings %+v, want one %s", v.name, r.Corruption, want)
 			}
+			if v.code == CodeObjectNotFound {
+				return
+			}
+			// Putting the same content again finds the damaged object under its name: refused,
+			// never overwritten, by a single put and by a batch alike.
+			if _, err := s.PutBlob(evidence.MediaTypeOctets, []byte("hello")); refuse.CodeOf(err) != v.code {
+				t.Fatalf("put over a damaged object: got %v, want %s", err, v.code)
+			}
+			if _, err := s.NewBatch().PutBlob(evidence.MediaTypeOctets, []byte("hello")); refuse.CodeOf(err) != v.code {
+				t.Fatalf("batch put over a damaged object: got %v, want %s", err, v.code)
+			}
 		})
 	}
 }
