@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -133,7 +136,8 @@ type receipt struct {
 type scanned struct {
 	entries  []Entry
 	receipts []receipt // oldest first
-	contexts map[digest.Digest]string
+	mu       sync.Mutex
+	contexts map[digest.Digest]string // guarded by mu: the records are read by several goroutines
 	st       *store.Store
 	strict   bool // decode under the full record rules (Describe); a listing reads fields only
 }
@@ -165,22 +169,31 @@ func (sc *scanned) load(d evidence.Descriptor, mediaType string, v any) error {
 		return nil
 	}
 	// A listing reads thousands of records: the store re-hashed this one against its name, so it
-	// is the record the ceremony wrote; the few fields a line shows are read with encoding/json
-	// into a narrow shape and the schema is checked. The full record rules are the auditor's
-	// (ql3 audit), and Describe applies them.
-	if err := json.Unmarshal(b, v); err != nil {
+	// is the record the ceremony wrote; the few members a line shows are read by one pass of the
+	// scanner of fields.go, which checks the JSON grammar of the whole record, and the schema is
+	// checked. The full record rules are the auditor's (ql3 audit), and Describe applies them.
+	f, ok := v.(fields)
+	if !ok {
+		return refuse.New(CodeRecordInvalid, "record %s: no listing shape for %s", d.Digest, refuse.Ident(mediaType))
+	}
+	if err := f.decodeFields(b); err != nil {
 		return refuse.Wrap(CodeRecordInvalid, err, "record %s", d.Digest)
 	}
-	want, _ := evidence.RecordSchema(mediaType)
-	if s, ok := v.(interface{ schema() string }); ok && s.schema() != want {
+	if want, _ := evidence.RecordSchema(mediaType); f.schema() != want {
 		return refuse.New(CodeRecordInvalid, "record %s is not a %s record", d.Digest, want)
 	}
 	return nil
 }
 
+// fields is a narrow shape a listing reads from a record.
+type fields interface {
+	decodeFields(b []byte) error
+	schema() string
+}
+
 // line is the narrow shape of every root record a history line reads.
 type line struct {
-	Schema     string `json:"schema"`
+	Schema     string
 	Command    evidence.Descriptor
 	Preflight  evidence.Descriptor
 	Lock       struct{ ReleaseVersion string }
@@ -194,16 +207,90 @@ type line struct {
 
 func (l *line) schema() string { return l.Schema }
 
+func (l *line) decodeFields(b []byte) error {
+	var seen uint
+	return scanMembers(b, func(name string, raw []byte) error {
+		switch name {
+		case "schema":
+			return once(&seen, 0, name, func() error { return decodeString(raw, &l.Schema) })
+		case "command":
+			return once(&seen, 1, name, func() error { return decodeDescriptor(raw, &l.Command) })
+		case "preflight":
+			return once(&seen, 2, name, func() error { return decodeDescriptor(raw, &l.Preflight) })
+		case "lock":
+			return once(&seen, 3, name, func() error {
+				var seen uint
+				return scanMembers(raw, func(name string, raw []byte) error {
+					if name == "releaseVersion" {
+						return once(&seen, 0, name, func() error { return decodeString(raw, &l.Lock.ReleaseVersion) })
+					}
+					return nil
+				})
+			})
+		case "clusterUid":
+			return once(&seen, 4, name, func() error { return decodeString(raw, &l.ClusterUID) })
+		case "recovered":
+			return once(&seen, 5, name, func() error { return decodeBool(raw, &l.Recovered) })
+		case "finishedAt":
+			return once(&seen, 6, name, func() error { return decodeString(raw, &l.FinishedAt) })
+		case "createdAt":
+			return once(&seen, 7, name, func() error { return decodeString(raw, &l.CreatedAt) })
+		case "converged":
+			return once(&seen, 8, name, func() error { return decodeBool(raw, &l.Converged) })
+		case "verdicts":
+			return once(&seen, 9, name, func() error {
+				return scanElements(raw, func(raw []byte) error {
+					var v struct{ Verdict string }
+					var seen uint
+					err := scanMembers(raw, func(name string, raw []byte) error {
+						if name == "verdict" {
+							return once(&seen, 0, name, func() error { return decodeString(raw, &v.Verdict) })
+						}
+						return nil
+					})
+					l.Verdicts = append(l.Verdicts, v)
+					return err
+				})
+			})
+		}
+		return nil
+	})
+}
+
 type commandLine struct {
-	Schema     string `json:"schema"`
+	Schema     string
 	Kubeconfig struct{ Context string }
 }
 
 func (c *commandLine) schema() string { return c.Schema }
 
+func (c *commandLine) decodeFields(b []byte) error {
+	var seen uint
+	return scanMembers(b, func(name string, raw []byte) error {
+		switch name {
+		case "schema":
+			return once(&seen, 0, name, func() error { return decodeString(raw, &c.Schema) })
+		case "kubeconfig":
+			return once(&seen, 1, name, func() error {
+				var seen uint
+				return scanMembers(raw, func(name string, raw []byte) error {
+					if name == "context" {
+						return once(&seen, 0, name, func() error { return decodeString(raw, &c.Kubeconfig.Context) })
+					}
+					return nil
+				})
+			})
+		}
+		return nil
+	})
+}
+
 // context returns the kubeconfig context of the command record d (read once per command).
 func (sc *scanned) context(d evidence.Descriptor) (string, error) {
-	if c, ok := sc.contexts[d.Digest]; ok {
+	sc.mu.Lock()
+	c, ok := sc.contexts[d.Digest]
+	sc.mu.Unlock()
+	if ok {
 		return c, nil
 	}
 	var ctx string
@@ -220,83 +307,80 @@ func (sc *scanned) context(d evidence.Descriptor) (string, error) {
 		}
 		ctx = c.Kubeconfig.Context
 	}
+	sc.mu.Lock()
 	sc.contexts[d.Digest] = ctx
+	sc.mu.Unlock()
 	return ctx, nil
+}
+
+// job is one root record a listing reads.
+type job struct {
+	kind, mediaType string
+	desc            evidence.Descriptor
+	entry           Entry
+	receipt         receipt
+	err             error
 }
 
 func scan(st *store.Store) (*scanned, error) {
 	sc := &scanned{st: st, contexts: map[digest.Digest]string{}}
-	add := func(kind string, key evidence.Descriptor, l *line, verdict, at string) error {
-		t, err := parseTime(at, key.Digest)
-		if err != nil {
-			return err
-		}
-		ctx, err := sc.context(l.Command)
-		if err != nil {
-			return err
-		}
-		sc.entries = append(sc.entries, Entry{Kind: kind, Release: l.Lock.ReleaseVersion, ClusterUID: l.ClusterUID, Context: ctx,
-			Recovered: l.Recovered, Verdict: verdict, Digest: key.Digest, Command: l.Command.Digest, Time: t.UTC().Format(time.RFC3339), at: t})
-		return nil
-	}
-	rcs, err := st.ListIndex(evidence.IndexReceipts)
-	if err != nil {
-		return nil, err
-	}
-	done := map[digest.Digest]bool{}
-	for _, ie := range rcs {
-		var l line
-		if err := sc.load(ie.Descriptor, evidence.MediaTypeReceipt, &l); err != nil {
-			return nil, err
-		}
-		if err := add(KindReceipt, ie.Descriptor, &l, "", l.FinishedAt); err != nil {
-			return nil, err
-		}
-		sc.receipts = append(sc.receipts, receipt{desc: ie.Descriptor, release: l.Lock.ReleaseVersion, cluster: l.ClusterUID,
-			finishedAt: l.FinishedAt, at: sc.entries[len(sc.entries)-1].at})
-		done[ie.Key] = true
-	}
-	for _, k := range []struct{ index, mediaType, kind string }{
+	// The four indexes are listed, then the records read, by as many goroutines as there are
+	// cores: each record is read, re-hashed and scanned independently of the others. Errors are
+	// reported in the order of the sequential listing (receipts, preflights, live audits, intents,
+	// each by key), so that a store with several bad records always names the same one.
+	kinds := []struct{ index, mediaType, kind string }{
+		{evidence.IndexReceipts, evidence.MediaTypeReceipt, KindReceipt},
 		{evidence.IndexPreflights, evidence.MediaTypePreflight, KindPreflight},
 		{evidence.IndexLiveAudits, evidence.MediaTypeLiveAudit, KindLiveAudit},
-	} {
-		es, err := st.ListIndex(k.index)
+		{evidence.IndexIntents, evidence.MediaTypeIntent, KindUnfinished},
+	}
+	lists := make([][]store.IndexEntry, len(kinds))
+	errs := make([]error, len(kinds))
+	var wg sync.WaitGroup
+	for i, k := range kinds {
+		wg.Go(func() { lists[i], errs[i] = st.ListIndex(k.index) })
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		for _, ie := range es {
-			var l line
-			if err := sc.load(ie.Descriptor, k.mediaType, &l); err != nil {
-				return nil, err
+	}
+	done := map[digest.Digest]bool{}
+	for _, ie := range lists[0] {
+		done[ie.Key] = true
+	}
+	var jobs []job
+	for i, k := range kinds {
+		for _, ie := range lists[i] {
+			if k.kind == KindUnfinished && done[ie.Key] {
+				continue
 			}
-			verdict := ""
-			if k.kind == KindLiveAudit {
-				verdict = liveVerdict(&l)
-			}
-			l.Recovered = false
-			if err := add(k.kind, ie.Descriptor, &l, verdict, l.FinishedAt); err != nil {
-				return nil, err
-			}
+			jobs = append(jobs, job{kind: k.kind, mediaType: k.mediaType, desc: ie.Descriptor})
 		}
 	}
-	ins, err := st.ListIndex(evidence.IndexIntents)
-	if err != nil {
-		return nil, err
+	var next atomic.Int64
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				jobs[i].err = sc.read(&jobs[i])
+			}
+		})
 	}
-	for _, ie := range ins {
-		if done[ie.Key] {
-			continue
+	wg.Wait()
+	sc.entries = make([]Entry, 0, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		if j.err != nil {
+			return nil, j.err
 		}
-		var l, p line
-		if err := sc.load(ie.Descriptor, evidence.MediaTypeIntent, &l); err != nil {
-			return nil, err
-		}
-		if err := sc.load(l.Preflight, evidence.MediaTypePreflight, &p); err != nil {
-			return nil, err
-		}
-		l.Lock = p.Lock
-		if err := add(KindUnfinished, ie.Descriptor, &l, "may be partial", l.CreatedAt); err != nil {
-			return nil, err
+		sc.entries = append(sc.entries, j.entry)
+		if j.kind == KindReceipt {
+			sc.receipts = append(sc.receipts, j.receipt)
 		}
 	}
 	sort.SliceStable(sc.entries, func(i, j int) bool {
@@ -314,6 +398,43 @@ func scan(st *store.Store) (*scanned, error) {
 		return a.desc.Digest < b.desc.Digest
 	})
 	return sc, nil
+}
+
+// read reads the root record of j, and for an unfinished apply its preflight, into j's entry.
+func (sc *scanned) read(j *job) error {
+	var l line
+	if err := sc.load(j.desc, j.mediaType, &l); err != nil {
+		return err
+	}
+	at, verdict := l.FinishedAt, ""
+	switch j.kind {
+	case KindLiveAudit:
+		verdict = liveVerdict(&l)
+		l.Recovered = false
+	case KindPreflight:
+		l.Recovered = false
+	case KindUnfinished:
+		var p line
+		if err := sc.load(l.Preflight, evidence.MediaTypePreflight, &p); err != nil {
+			return err
+		}
+		l.Lock = p.Lock
+		at, verdict = l.CreatedAt, "may be partial"
+	}
+	t, err := parseTime(at, j.desc.Digest)
+	if err != nil {
+		return err
+	}
+	ctx, err := sc.context(l.Command)
+	if err != nil {
+		return err
+	}
+	j.entry = Entry{Kind: j.kind, Release: l.Lock.ReleaseVersion, ClusterUID: l.ClusterUID, Context: ctx,
+		Recovered: l.Recovered, Verdict: verdict, Digest: j.desc.Digest, Command: l.Command.Digest, Time: t.UTC().Format(time.RFC3339), at: t}
+	if j.kind == KindReceipt {
+		j.receipt = receipt{desc: j.desc, release: l.Lock.ReleaseVersion, cluster: l.ClusterUID, finishedAt: l.FinishedAt, at: t}
+	}
+	return nil
 }
 
 func liveVerdict(la *line) string {
