@@ -27,7 +27,9 @@ func (a *auditor) preflightRoot(root evidence.Descriptor) {
 		return
 	}
 	r := preflightRun(&p, "")
-	if runs := a.runChecks(r); runs != nil {
+	runs := a.runChecks(r)
+	a.planCheck(r, &p)
+	if runs != nil {
 		a.chainChecks([]chainPart{{"", runs}})
 	}
 	a.published("published", evidence.IndexPreflights, root, root)
@@ -134,7 +136,10 @@ func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) ([]execRun, bool) 
 	}) {
 		return nil, false
 	}
-	return a.runChecks(preflightRun(&p, "preflight.")), true
+	pr := preflightRun(&p, "preflight.")
+	runs := a.runChecks(pr)
+	a.planCheck(pr, &p)
+	return runs, true
 }
 
 // intentLink checks the apply intent: it binds this command, preflight, target and cluster, and

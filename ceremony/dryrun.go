@@ -100,9 +100,14 @@ func classifyDryRun(step string, exit int, stdout, stderr []byte, errDigest dige
 		return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused %s %s field %s (exit %d, %d bytes of stderr stored; %s)",
 			step, refuse.Ident(string(m[2])), refuse.Ident(string(m[1])), refuse.Ident(string(m[3])), exit, len(stderr), see)
 	}
-	for _, s := range []string{"strict decoding error", "error validating", "is invalid", "unknown field", "duplicate field", "BadRequest"} {
-		if bytes.Contains(stderr, []byte(s)) {
-			return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused the manifest (exit %d, %d bytes of stderr stored; %s)", step, exit, len(stderr), see)
+	// --validate=strict makes kubectl download the server's OpenAPI schema first; when it cannot
+	// (the server down, silent or failing), kubectl says "error validating data: failed to
+	// download openapi: <cause>": no validation verdict, the cause is the transport's or the server's.
+	if !bytes.Contains(stderr, []byte("failed to download openapi")) {
+		for _, s := range []string{"strict decoding error", "error validating", "is invalid", "unknown field", "duplicate field", "BadRequest"} {
+			if bytes.Contains(stderr, []byte(s)) {
+				return refuse.New(CodeDryRunValidation, "%s: strict server-side validation refused the manifest (exit %d, %d bytes of stderr stored; %s)", step, exit, len(stderr), see)
+			}
 		}
 	}
 	if c := kubeout.Classify(stderr); c.Code != "" {

@@ -53,6 +53,12 @@ func TestClassifyDryRun(t *testing.T) {
 		{name: "invalid", stderr: "The ConfigMap \"ql-config\" is invalid: metadata.name: Invalid value\n", code: CodeDryRunValidation},
 		// a cause any step can have: classified by kubeout.Classify after the dry-run's own
 		{name: "connection refused", stderr: "Unable to connect to the server: dial tcp 127.0.0.1:1: connect: connection refused\n", code: kubeout.CodeConnectionRefused},
+		// kubectl could not download the OpenAPI schema --validate=strict needs (API server
+		// stopped; captured from kubectl 1.37.2 by TestCeremonyRealFaults): not a validation verdict
+		{name: "openapi download refused", stderr: "error: error validating \"STDIN\": error validating data: failed to download openapi: Get \"https://127.0.0.1:9/openapi/v2?timeout=32s\": dial tcp 127.0.0.1:9: connect: connection refused; if you choose to ignore these errors, turn validation off with --validate=false\n",
+			code: kubeout.CodeConnectionRefused},
+		{name: "openapi download unknown cause", stderr: "error: error validating \"STDIN\": error validating data: failed to download openapi: something new; if you choose to ignore these errors, turn validation off with --validate=false\n",
+			code: CodeDryRunFailed},
 		{name: "forbidden", stderr: "Error from server (Forbidden): error when creating \"STDIN\": configmaps \"c\" is forbidden: User \"u\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"n\"\n",
 			code: kubeout.CodeForbidden, contains: []string{"to patch configmaps"}},
 		// anything else

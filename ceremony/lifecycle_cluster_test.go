@@ -5,10 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
+	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/store"
 )
 
 // release342 is the synthetic release 3.4.2 in b's namespace and store.
@@ -53,6 +57,9 @@ func TestUpgradeAndRollForward(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply 3.4.2: %v", err)
 	}
+	// The offline audit re-derives the stored plan, of the preflight and through the receipt.
+	b2.wantPlanAudited(pre2.Preflight, "plan", "1 added, 5 changed, 0 unchanged, 1 left behind")
+	b2.wantPlanAudited(rc2.Receipt, "preflight.plan", "1 added, 5 changed, 0 unchanged, 1 left behind")
 
 	// The cluster now runs 3.4.2: the live audit of 3.4.1 reports drift, naming the objects and
 	// the manager that moved them, ours.
@@ -120,4 +127,27 @@ func TestUpgradeAndRollForward(t *testing.T) {
 	if again, err := ceremony.Apply(context.Background(), ceremony.Options{CommandFile: af2}); err != nil || again.SupersededBy == nil || again.SupersededBy.Receipt != rc3.Receipt {
 		t.Fatalf("3.4.2 rerun after the roll-forward: %+v %v", again, err)
 	}
+}
+
+// wantPlanAudited audits root offline and requires its plan check (name) to have passed, re-deriving
+// a plan that says what.
+func (b *bed) wantPlanAudited(root digest.Digest, name, what string) {
+	b.t.Helper()
+	st, err := store.Open(b.Store)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ar, err := audit.Audit(st, root)
+	if err != nil || ar.Err() != nil {
+		b.t.Fatalf("audit of %s: %v %v", root, err, ar.Err())
+	}
+	for _, c := range ar.Checks {
+		if c.Name == name {
+			if !c.OK || !strings.Contains(c.Detail, what) {
+				b.t.Fatalf("audit of %s: check %s %+v, want a re-derived plan of %s", root, name, c, what)
+			}
+			return
+		}
+	}
+	b.t.Fatalf("audit of %s ran no %s check", root, name)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/ceremony/convergence"
+	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
@@ -145,7 +146,16 @@ func LiveAudit(ctx context.Context, opts Options) (*LiveAuditResult, error) {
 	return res, interrupted(ctx, opts, pc, err)
 }
 
-func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
+func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error) {
+	// A live audit mutates nothing and publishes one root, its report, at its end: its evidence
+	// is written as it comes and made durable together just before the report is published. A
+	// refused or interrupted run makes it durable here, so its exec records stay in the store.
+	s.batch = s.st.NewBatch()
+	defer func() {
+		if serr := s.batch.Sync(); serr != nil && err == nil {
+			err = storeErr(serr, "evidence")
+		}
+	}()
 	pc := s.pc
 	res := &LiveAuditResult{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store,
 		ClusterUID: pc.Command.ExpectedClusterUID}
@@ -156,6 +166,11 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 	var inputs evidence.LiveAuditInputs
 	var conv *kubectlOutcome
 	var findings []convergence.Finding
+	type judged struct {
+		findings []convergence.Finding
+		err      error
+	}
+	judgeCh := make(chan judged, 1) // buffered: a run refused before it is read leaves no goroutine behind
 	steps := []struct {
 		title string
 		f     func() error
@@ -197,7 +212,22 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 			if err != nil {
 				return err
 			}
+			// A failed read is judged (a deleted object is a missing verdict, kubectl's NotFound)
+			// only when kubectl reached the objects: any other cause (the server refused, silent,
+			// failing, the credential refused) is the read's refusal, never a drift report.
+			if r.ExitCode != 0 {
+				if c := kubeout.Classify(r.Stderr); c.Code != "" && c.Code != kubeout.CodeNotFound {
+					return c.Refusal(evidence.StepConvergence, r.ExitCode, s.lastStderr)
+				}
+			}
 			conv = &kubectlOutcome{exit: r.ExitCode, stdout: r.Stdout, stderrBytes: len(r.Stderr)}
+			// The judge reads only this output and the verified lock: it runs during the final
+			// identity read. Its findings are used only once the end re-verification passed.
+			go func() {
+				var j judged
+				j.findings, j.err = convergence.JudgeLive(s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
+				judgeCh <- j
+			}()
 			return nil
 		}},
 		{"final identity read", func() error { return s.identity(ctx, evidence.StepIdentityFinal) }},
@@ -205,9 +235,9 @@ func (s *session) liveAudit(ctx context.Context) (*LiveAuditResult, error) {
 			if err := s.reverifyEnd(); err != nil {
 				return err
 			}
-			var err error
-			findings, err = convergence.JudgeLive(s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
-			return err
+			j := <-judgeCh
+			findings = j.findings
+			return j.err
 		}},
 		{"publish live-audit report", func() error {
 			d, err := s.publishLiveAudit(rcDesc, &rc, inputs, findings)
@@ -333,7 +363,7 @@ func (s *session) liveInputs() (evidence.LiveAuditInputs, error) {
 			return evidence.Descriptor{}
 		}
 		var d evidence.Descriptor
-		d, _, err = s.st.PutRecord(mt, v)
+		d, err = s.putRecord(mt, v)
 		return d
 	}
 	s.cmdDesc = put(evidence.MediaTypeCommand, &s.pc.Command)
@@ -342,7 +372,7 @@ func (s *session) liveInputs() (evidence.LiveAuditInputs, error) {
 	}
 	var raw evidence.Descriptor
 	if err == nil {
-		raw, err = s.st.PutBlob(evidence.MediaTypeCommandFile, s.cmdFile.Bytes)
+		raw, err = s.putBlob(evidence.MediaTypeCommandFile, s.cmdFile.Bytes)
 	}
 	s.kcDesc = put(evidence.MediaTypeKubeconfig, s.summary)
 	in.CommandFile = put(evidence.MediaTypeInput, s.cmdFile.Input(&raw))
@@ -359,7 +389,7 @@ func (s *session) liveKubectl(in *evidence.LiveAuditInputs) error {
 	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
 		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
 	var err error
-	if in.Kubectl, _, err = s.st.PutRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
+	if in.Kubectl, err = s.putRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
 		return storeErr(err, "kubectl input")
 	}
 	return nil
@@ -378,9 +408,14 @@ func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Rece
 		Execs: s.execs, Verdicts: vs, Converged: converged, NetworkAccess: true, KubernetesMutation: false,
 		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
 	}
-	d, _, err := s.st.PutRecord(evidence.MediaTypeLiveAudit, rec)
+	d, err := s.putRecord(evidence.MediaTypeLiveAudit, rec)
 	if err != nil {
 		return d, storeErr(err, "live-audit report")
+	}
+	// The report and everything it names are durable, and in place, before the index entry
+	// that publishes the report is written.
+	if err := s.batch.Sync(); err != nil {
+		return d, storeErr(err, "live-audit evidence")
 	}
 	if err := s.st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
 		return d, storeErr(err, "live-audit index")

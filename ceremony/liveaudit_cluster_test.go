@@ -3,8 +3,10 @@ package ceremony_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -302,4 +305,36 @@ func (b *bed) readIndex(kind string) digest.Digest {
 		b.t.Fatalf("index %s: %v", kind, err)
 	}
 	return es[0].Descriptor.Digest
+}
+
+// A live audit refused after a kubectl step publishes nothing, and still leaves the exec record of
+// that step in the store (its evidence is written in a batch, made durable at the end of the run
+// whatever the outcome).
+func TestLiveAuditRefusedKeepsEvidence(t *testing.T) {
+	b := newBed(t, true, nil)
+	_, _, af := b.mustApply()
+	if n := len(b.unreferencedExecs()); n != 0 {
+		t.Fatalf("%d unreferenced exec records before the live audit", n)
+	}
+	fired := false
+	defer ceremony.SetAfterStep(func(s string) {
+		if s == evidence.StepIdentity && !fired {
+			fired = true
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(af, later, later); err != nil {
+				t.Error(err)
+			}
+		}
+	})()
+	_, err := b.liveAudit(af)
+	if !fired || refuse.CodeOf(err) != stablefile.CodeChanged {
+		t.Fatalf("fired %v, code %q, want %s (%v)", fired, refuse.CodeOf(err), stablefile.CodeChanged, err)
+	}
+	if n := b.Count(evidence.IndexLiveAudits); n != 0 {
+		t.Fatalf("%d live audits indexed, want 0", n)
+	}
+	execs := b.unreferencedExecs()
+	if len(execs) != 1 || execs[0].Step != evidence.StepIdentity || execs[0].ExitCode != 0 {
+		t.Fatalf("unreferenced exec records %+v, want the live audit's identity read", execs)
+	}
 }

@@ -103,6 +103,27 @@ type session struct {
 	lastStderr digest.Digest // the stored stderr of the last kubectl run, for a refusal to point at
 	started    time.Time
 	endHash    chan error // the end-of-run full kubectl hash, once started
+	// batch, when set, receives the run's evidence (inputs, kubectl output, exec records), made
+	// durable together before the run's root record is published (a live audit's).
+	batch *store.Batch
+}
+
+func (s *session) putBlob(mt string, b []byte) (evidence.Descriptor, error) {
+	if s.batch != nil {
+		return s.batch.PutBlob(mt, b)
+	}
+	return s.st.PutBlob(mt, b)
+}
+
+func (s *session) putRecord(mt string, v any) (evidence.Descriptor, error) {
+	var d evidence.Descriptor
+	var err error
+	if s.batch != nil {
+		d, _, err = s.batch.PutRecord(mt, v)
+	} else {
+		d, _, err = s.st.PutRecord(mt, v)
+	}
+	return d, err
 }
 
 func (o *Options) complete() {
@@ -315,11 +336,11 @@ func (s *session) run(ctx context.Context, step string, stdin []byte) (*kubectl.
 }
 
 func (s *session) record(res *kubectl.Result, withStdin bool) error {
-	out, err := s.st.PutBlob(evidence.MediaTypeStdout, res.Stdout)
+	out, err := s.putBlob(evidence.MediaTypeStdout, res.Stdout)
 	if err != nil {
 		return storeErr(err, "stdout")
 	}
-	errb, err := s.st.PutBlob(evidence.MediaTypeStderr, res.Stderr)
+	errb, err := s.putBlob(evidence.MediaTypeStderr, res.Stderr)
 	if err != nil {
 		return storeErr(err, "stderr")
 	}
@@ -335,7 +356,7 @@ func (s *session) record(res *kubectl.Result, withStdin bool) error {
 		d := s.manDesc
 		e.Stdin = &d
 	}
-	d, _, err := s.st.PutRecord(evidence.MediaTypeExec, e)
+	d, err := s.putRecord(evidence.MediaTypeExec, e)
 	if err != nil {
 		return storeErr(err, "exec record")
 	}

@@ -7,6 +7,7 @@
 package plan
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,11 +24,12 @@ import (
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
-// CodePreviousInvalid: the latest receipt of the cluster, or the manifest and lock report it
-// binds, does not decode or verify, so no honest plan can be made.
+// CodePreviousInvalid: the latest receipt of the cluster does not decode, or the manifest it
+// binds cannot be read again into the objects the receipt lists, so no honest plan can be made.
 const CodePreviousInvalid refuse.Code = "PLAN_PREVIOUS_INVALID"
 
-// Source is the read side of the store the plan needs.
+// Source is the read side of the store the plan needs. GetDescriptor re-hashes what it returns
+// and refuses an object that does not hash to its name (*store.Store does).
 type Source interface {
 	GetDescriptor(d evidence.Descriptor) ([]byte, error)
 }
@@ -63,25 +65,45 @@ func Latest(src Source, rcs []evidence.Descriptor, cluster string) (evidence.Des
 }
 
 // Compute builds the plan of cur (the preflight's verified lock, its manifest blob and target)
-// against the previous receipt prev (its descriptor and record), reading prev's manifest and lock
-// report from src.
+// against the previous receipt prev (its descriptor and record), reading prev's manifest from src.
+//
+// The previous release is not verified again as a lock: its receipt was published only after its
+// own preflight verified that lock, the receipt binds the manifest by digest, and src re-hashes
+// the blob, so these are the very bytes that passed. What the plan needs of them is their objects,
+// read as kubectl read them (manifest.Reread: one reading, and none at all for a document this
+// release carries byte for byte). The receipt's objects (the uids its convergence read saw) must
+// be those objects, in order. Docs/lifecycle.md gives the reasoning; the offline auditor runs
+// this same function to re-derive a stored plan.
 func Compute(src Source, prevDesc evidence.Descriptor, prev *evidence.Receipt, cur *lock.Result, curManifest evidence.Descriptor, target digest.Digest) (*evidence.Plan, error) {
+	if prev.Manifest.MediaType != evidence.MediaTypeManifest || prev.LockReport.MediaType != evidence.MediaTypeLockReport {
+		return nil, refuse.New(CodePreviousInvalid, "receipt %s names its manifest and lock report with media types %q and %q", prevDesc.Digest, prev.Manifest.MediaType, prev.LockReport.MediaType)
+	}
+	if prev.Manifest.Digest != prev.Lock.ManifestDigest {
+		return nil, refuse.New(CodePreviousInvalid, "receipt %s binds manifest %s, its lock binding names %s", prevDesc.Digest, prev.Manifest.Digest, prev.Lock.ManifestDigest)
+	}
 	man, err := src.GetDescriptor(prev.Manifest)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := src.GetDescriptor(prev.LockReport)
-	if err != nil {
+	// The lock report is not read for the plan, but the stored previous release must be whole.
+	if _, err := src.GetDescriptor(prev.LockReport); err != nil {
 		return nil, err
 	}
-	pl, err := lock.Verify(man, rep)
+	objs, err := manifest.Reread(man, cur.Objects)
 	if err != nil {
 		return nil, refuse.Wrap(CodePreviousInvalid, err, "the manifest of receipt %s", prevDesc.Digest)
 	}
-	if len(pl.Objects) != len(prev.Objects) {
-		return nil, refuse.New(CodePreviousInvalid, "receipt %s lists %d objects, its manifest %d", prevDesc.Digest, len(prev.Objects), len(pl.Objects))
+	if len(objs) != len(prev.Objects) {
+		return nil, refuse.New(CodePreviousInvalid, "receipt %s lists %d objects, its manifest %d", prevDesc.Digest, len(prev.Objects), len(objs))
 	}
-	p := Diff(pl, prev.Objects, cur)
+	for i := range objs {
+		o, l := &objs[i], &prev.Objects[i]
+		if o.APIVersion != l.APIVersion || o.Kind != l.Kind || o.Name != l.Name || (o.Namespace != "" && o.Namespace != l.Namespace) {
+			return nil, refuse.New(CodePreviousInvalid, "receipt %s lists object %d as %s %s, its manifest as %s %s",
+				prevDesc.Digest, i, l.Kind, l.Name, o.Kind, o.Name)
+		}
+	}
+	p := Diff(objs, prev.Objects, cur)
 	p.Previous, p.PreviousRelease, p.PreviousAt, p.PreviousMan = prevDesc, prev.Lock.ReleaseVersion, prev.FinishedAt, prev.Manifest
 	p.ClusterUID, p.Manifest, p.Target = prev.ClusterUID, curManifest, target
 	return p, nil
@@ -101,13 +123,14 @@ func planObject(o *manifest.Object) evidence.PlanObject {
 	return evidence.PlanObject{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
 }
 
-// Diff compares the previous release's verified lock (and the uids its receipt read) with cur.
-func Diff(prev *lock.Result, prevObjects []evidence.LiveObject, cur *lock.Result) *evidence.Plan {
+// Diff compares the previous release's objects (and the uids its receipt read, in the same order)
+// with cur.
+func Diff(prev []manifest.Object, prevObjects []evidence.LiveObject, cur *lock.Result) *evidence.Plan {
 	p := &evidence.Plan{Schema: evidence.SchemaPlan, Release: cur.ReleaseVersion, Added: []evidence.PlanObject{},
 		Changed: []evidence.PlanChange{}, Left: []evidence.PlanObject{}, Images: []evidence.PlanMove{}, Annotations: []evidence.PlanMove{}}
-	before := make(map[key]int, len(prev.Objects))
-	for i := range prev.Objects {
-		before[keyOf(&prev.Objects[i])] = i
+	before := make(map[key]int, len(prev))
+	for i := range prev {
+		before[keyOf(&prev[i])] = i
 	}
 	seen := make(map[key]bool, len(cur.Objects))
 	for i := range cur.Objects {
@@ -119,9 +142,14 @@ func Diff(prev *lock.Result, prevObjects []evidence.LiveObject, cur *lock.Result
 			p.Added = append(p.Added, planObject(o))
 			continue
 		}
+		// The same JSON is the same object (Fields are decoded from it): nothing to walk.
+		if bytes.Equal(prev[j].JSON, o.JSON) && len(o.JSON) > 0 {
+			p.Unchanged++
+			continue
+		}
 		var paths []string
-		diffValue(prev.Objects[j].Fields, o.Fields, nil, &paths)
-		if o.APIVersion != prev.Objects[j].APIVersion {
+		diffValue(prev[j].Fields, o.Fields, nil, &paths)
+		if o.APIVersion != prev[j].APIVersion {
 			paths = append([]string{"apiVersion"}, paths...)
 		}
 		if len(paths) == 0 {
@@ -130,37 +158,30 @@ func Diff(prev *lock.Result, prevObjects []evidence.LiveObject, cur *lock.Result
 		}
 		p.Changed = append(p.Changed, evidence.PlanChange{Object: planObject(o), UID: prevObjects[j].UID, Paths: paths})
 	}
-	for i := range prev.Objects {
-		if !seen[keyOf(&prev.Objects[i])] {
-			p.Left = append(p.Left, planObject(&prev.Objects[i]))
+	for i := range prev {
+		if !seen[keyOf(&prev[i])] {
+			p.Left = append(p.Left, planObject(&prev[i]))
 		}
 	}
-	moves(p, prev, cur)
+	moves(p, prev, before, cur)
 	return p
 }
 
-// moves lists the images and release annotations of cur's image authorities that differ from the
-// previous release's (an authority new in cur moves from nothing).
-func moves(p *evidence.Plan, prev, cur *lock.Result) {
-	old := map[key]*lock.Authority{}
-	for i := range prev.Authorities {
-		a := &prev.Authorities[i]
-		old[keyOf(&prev.Objects[a.ObjectIndex])] = a
-	}
+// moves lists the images and release annotations of cur's image authorities that differ from what
+// the previous release's object of the same group, kind, namespace and name set at the same place
+// (an object new in cur, or a field the previous one lacks, moves from nothing). The previous
+// object is read where cur's authority has its pod spec; in a verified lock an object of a
+// workload kind is always an image authority with its pod spec there.
+func moves(p *evidence.Plan, prev []manifest.Object, before map[key]int, cur *lock.Result) {
 	for i := range cur.Authorities {
 		a := &cur.Authorities[i]
 		o := &cur.Objects[a.ObjectIndex]
-		was := old[keyOf(o)]
+		var was map[string]any
+		if j, ok := before[keyOf(o)]; ok {
+			was = prev[j].Fields
+		}
 		for _, c := range a.Containers {
-			from := ""
-			if was != nil {
-				for _, pc := range was.Containers {
-					if pc.Field == c.Field && pc.Name == c.Name {
-						from = pc.Image
-					}
-				}
-			}
-			if from != c.Image {
+			if from := imageAt(was, a.PodSpecPath, c.Field, c.Name); from != c.Image {
 				p.Images = append(p.Images, evidence.PlanMove{Object: planObject(o),
 					Path: strings.Join(a.PodSpecPath, ".") + "." + c.Field + "[name=" + c.Name + "].image", From: from, To: c.Image})
 			}
@@ -171,16 +192,43 @@ func moves(p *evidence.Plan, prev, cur *lock.Result) {
 		}
 		slices.Sort(ks)
 		for _, k := range ks {
-			from := ""
-			if was != nil {
-				from = was.Annotations[k]
-			}
-			if from != a.Annotations[k] {
+			if from := annotationAt(was, k); from != a.Annotations[k] {
 				p.Annotations = append(p.Annotations, evidence.PlanMove{Object: planObject(o),
 					Path: "metadata.annotations[" + strconv.Quote(k) + "]", From: from, To: a.Annotations[k]})
 			}
 		}
 	}
+}
+
+// lookup follows the members p from v; nil when one is absent or not a mapping.
+func lookup(v any, p ...string) any {
+	for _, k := range p {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// imageAt is the image string of the container named name in list field of the pod spec at
+// podSpec of fields; "" when there is none.
+func imageAt(fields map[string]any, podSpec []string, field, name string) string {
+	list, _ := lookup(lookup(fields, podSpec...), field).([]any)
+	for _, e := range list {
+		if c, ok := e.(map[string]any); ok && c["name"] == name {
+			img, _ := c["image"].(string)
+			return img
+		}
+	}
+	return ""
+}
+
+// annotationAt is the string value of metadata.annotations[k] of fields; "" when there is none.
+func annotationAt(fields map[string]any, k string) string {
+	v, _ := lookup(fields, "metadata", "annotations", k).(string)
+	return v
 }
 
 // diffValue appends the paths where a and b differ: a member or element only one side sets, or

@@ -278,7 +278,7 @@ func Cases() []Rewrite {
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
 	}
-	return append(cs, chainCases()...)
+	return append(append(cs, chainCases()...), planCases()...)
 }
 
 // indent re-indents a record: the same JSON value, not in canonical form.
