@@ -29,8 +29,7 @@ type Source interface {
 // Writer is the store an attestation is written to.
 type Writer interface {
 	Source
-	PutRecord(mediaType string, v any) (evidence.Descriptor, []byte, error)
-	PutBlob(mediaType string, b []byte) (evidence.Descriptor, error)
+	PutObjects(objs []store.Object) ([]evidence.Descriptor, error)
 	PutAttestation(subject, bundle digest.Digest, statement evidence.Descriptor) error
 }
 
@@ -55,12 +54,31 @@ type Attestation struct {
 // key adds another bundle (ECDSA signatures are randomized; Ed25519 ones are not, and then the
 // same bundle is found again).
 func Attest(w Writer, subject digest.Digest, key *SigningKey, opts Options) (*Attestation, error) {
-	if opts.QL3Version == "" {
-		return nil, refuse.New(CodeStatementInvalid, "no ql3 version to state")
-	}
-	facts, err := Derive(w, subject)
+	sb, bb, err := prepare(w, subject, key, opts)
 	if err != nil {
 		return nil, err
+	}
+	// The statement and the bundle are made durable together, then the index entry that names
+	// them: nothing reaches either before the entry, so one durable step serves both.
+	ds, err := w.PutObjects([]store.Object{{MediaType: evidence.MediaTypeStatement, Bytes: sb}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bb}})
+	if err != nil {
+		return nil, err
+	}
+	sd, bd := ds[0], ds[1]
+	if err := w.PutAttestation(subject, bd.Digest, sd); err != nil {
+		return nil, err
+	}
+	return &Attestation{Subject: subject, Statement: sd, Bundle: bd, KeyDigest: key.pub.Digest}, nil
+}
+
+// prepare is the CPU side of Attest: the facts, the canonical statement and its bundle.
+func prepare(src Source, subject digest.Digest, key *SigningKey, opts Options) (statement, bundle []byte, err error) {
+	if opts.QL3Version == "" {
+		return nil, nil, refuse.New(CodeStatementInvalid, "no ql3 version to state")
+	}
+	facts, err := Derive(src, subject)
+	if err != nil {
+		return nil, nil, err
 	}
 	facts.QL3Version = opts.QL3Version
 	st := evidence.Statement{
@@ -69,20 +87,11 @@ func Attest(w Writer, subject digest.Digest, key *SigningKey, opts Options) (*At
 		PredicateType: evidence.PredicateTypeAttestation,
 		Predicate:     facts,
 	}
-	sd, sb, err := w.PutRecord(evidence.MediaTypeStatement, st)
-	if err != nil {
-		return nil, err
+	if statement, err = evidence.MarshalRecord(st); err != nil {
+		return nil, nil, err
 	}
-	bb, err := newBundle(key, sb)
-	if err != nil {
-		return nil, err
+	if bundle, err = newBundle(key, statement); err != nil {
+		return nil, nil, err
 	}
-	bd, err := w.PutBlob(evidence.MediaTypeSigstoreBundle, bb)
-	if err != nil {
-		return nil, err
-	}
-	if err := w.PutAttestation(subject, bd.Digest, sd); err != nil {
-		return nil, err
-	}
-	return &Attestation{Subject: subject, Statement: sd, Bundle: bd, KeyDigest: key.pub.Digest}, nil
+	return statement, bundle, nil
 }

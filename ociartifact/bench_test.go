@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/qinglong/ql3/internal/ocitest"
 	"github.com/qinglong/ql3/ociartifact"
-	"github.com/qinglong/ql3/ociartifact/internal/ocitest"
 )
 
 // BenchmarkCollect reads and re-hashes the 1,000-resource closure and builds its manifest: the

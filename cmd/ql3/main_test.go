@@ -29,6 +29,7 @@ type cleanupM struct{ m *testing.M }
 func (c cleanupM) Run() int {
 	code := c.m.Run()
 	stopScriptCluster()
+	stopScriptRegistry()
 	if bin != "" {
 		os.RemoveAll(filepath.Dir(bin))
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/ocitest"
 	"github.com/qinglong/ql3/internal/testcluster"
 )
 
@@ -43,17 +44,23 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond != "cluster" {
-				return false, fmt.Errorf("unknown condition %q", cond)
+			switch cond {
+			case "cluster":
+				_, err := testcluster.FindTools()
+				return err == nil || os.Getenv("CI") == "true", nil
+			case "registry":
+				// Without QL3_TOOL_REGISTRY the registry scripts are skipped, except under CI=true,
+				// where registry-env then builds the tool or fails.
+				return os.Getenv("QL3_TOOL_REGISTRY") != "" || os.Getenv("CI") == "true", nil
 			}
-			_, err := testcluster.FindTools()
-			return err == nil || os.Getenv("CI") == "true", nil
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"layout-store": cmdLayoutStore,
 			"private":      cmdPrivate,
 			"status":       cmdStatus,
 			"cluster-env":  cmdClusterEnv,
+			"registry-env": cmdRegistryEnv,
 			"stdout-env":   cmdStdoutEnv,
 			"digest-env":   cmdDigestEnv,
 			"gen-key":      cmdGenKey,
@@ -199,16 +206,85 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
-	// Every output of every command, refusals included, is scanned for the cluster's credentials.
-	if c := scriptCluster.c; c != nil {
-		for _, stream := range []string{"stdout", "stderr"} {
-			out := []byte(ts.ReadFile(stream))
-			for _, secret := range c.Secrets() {
-				if bytes.Contains(out, secret) {
-					ts.Fatalf("%s of %s holds a credential of the cluster", stream, strings.Join(args[1:], " "))
-				}
+	// Every output of every command, refusals included, is scanned for the cluster's and the
+	// registry's credentials.
+	secrets := scriptSecrets.list()
+	for _, stream := range []string{"stdout", "stderr"} {
+		out := []byte(ts.ReadFile(stream))
+		for _, secret := range secrets {
+			if len(secret) > 0 && bytes.Contains(out, secret) {
+				ts.Fatalf("%s of %s holds a credential of the cluster or the registry", stream, strings.Join(args[1:], " "))
 			}
 		}
+	}
+}
+
+// scriptSecrets holds the credentials of the cluster and the registry once either is started:
+// scripts run in parallel, so the scan reads them under a lock rather than from the start-once
+// structs another script may be filling.
+var scriptSecrets secretList
+
+type secretList struct {
+	mu      sync.Mutex
+	secrets [][]byte
+}
+
+func (l *secretList) add(s [][]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.secrets = append(l.secrets, s...)
+}
+
+func (l *secretList) list() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.secrets[:len(l.secrets):len(l.secrets)]
+}
+
+// The real registry of the scripts that need one, started by the first registry-env and stopped
+// by TestMain.
+var scriptRegistry struct {
+	once sync.Once
+	r    *ocitest.Registry
+	err  error
+}
+
+// cmdRegistryEnv starts (once per test run) the distribution registry on 127.0.0.1 with TLS (a CA
+// made for the run) and htpasswd basic auth, and sets, for the script: REGISTRY (host:port),
+// REGISTRY_CA (the CA's PEM file), DOCKER_CONFIG (a directory whose config.json holds the right
+// credentials), BAD_DOCKER_CONFIG (the right user, a wrong password) and NO_DOCKER_CONFIG (no
+// credentials). A script guards it with [registry]: without QL3_TOOL_REGISTRY it is skipped,
+// except under CI=true, where the tool is built or the start fails.
+//
+//	registry-env
+func cmdRegistryEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: registry-env")
+	}
+	scriptRegistry.once.Do(func() {
+		scriptRegistry.r, scriptRegistry.err = ocitest.Start()
+		if scriptRegistry.r != nil {
+			scriptSecrets.add(scriptRegistry.r.Secrets())
+		}
+	})
+	ts.Check(scriptRegistry.err)
+	r := scriptRegistry.r
+	dirs := map[string]string{}
+	for _, name := range []string{"DOCKER_CONFIG", "BAD_DOCKER_CONFIG", "NO_DOCKER_CONFIG"} {
+		dirs[name] = ts.MkAbs(strings.ToLower(name))
+		ts.Check(os.Mkdir(dirs[name], 0o700))
+		ts.Setenv(name, dirs[name])
+	}
+	ts.Check(r.WriteDockerConfig(dirs["DOCKER_CONFIG"], r.User, r.Password))
+	ts.Check(r.WriteDockerConfig(dirs["BAD_DOCKER_CONFIG"], r.User, "a-wrong-password"))
+	ts.Check(os.WriteFile(filepath.Join(dirs["NO_DOCKER_CONFIG"], "config.json"), []byte(`{"auths":{}}`), 0o600))
+	ts.Setenv("REGISTRY", r.Host)
+	ts.Setenv("REGISTRY_CA", r.CAFile)
+}
+
+func stopScriptRegistry() {
+	if scriptRegistry.r != nil {
+		scriptRegistry.r.Stop()
 	}
 }
 
@@ -243,6 +319,7 @@ func cmdClusterEnv(ts *testscript.TestScript, neg bool, args []string) {
 			return
 		}
 		scriptCluster.c = c
+		scriptSecrets.add(c.Secrets())
 		scriptCluster.err = c.CreateNamespace(context.Background(), "qinglong")
 	})
 	ts.Check(scriptCluster.err)

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/internal/ocitest"
 	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/ociartifact"
-	"github.com/qinglong/ql3/ociartifact/internal/ocitest"
 	"github.com/qinglong/ql3/ociartifact/transfer"
 )
 

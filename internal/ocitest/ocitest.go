@@ -37,7 +37,7 @@ import (
 // RepoRoot is the module root.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "../../.."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "../.."))
 }
 
 // Store1000 is the captured store of a 1,000-resource receipt.
@@ -103,8 +103,17 @@ func Receipt1000(t testing.TB) (*store.Store, evidence.Descriptor) {
 // (instant when cached; a cold build takes minutes, so CI builds the tools before the tests).
 func Tool(t testing.TB, name string) string {
 	t.Helper()
+	dir, err := ToolDir(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ToolDir is Tool for callers without a testing.TB (a testscript command).
+func ToolDir(name string) (string, error) {
 	if dir := os.Getenv("QL3_TOOL_" + strings.ToUpper(name)); dir != "" {
-		return filepath.Join(dir, "bin")
+		return filepath.Join(dir, "bin"), nil
 	}
 	// A cold build is heavy: take the shared build lock, as every tool build on this machine does.
 	cmd := exec.Command("nice", "-n", "10", "flock", "/tmp/ql3-heavy-build.lock",
@@ -112,9 +121,9 @@ func Tool(t testing.TB, name string) string {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("ocitest: build tool %s: %v", name, err)
+		return "", fmt.Errorf("ocitest: build tool %s: %w", name, err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "bin")
+	return filepath.Join(strings.TrimSpace(string(out)), "bin"), nil
 }
 
 // Registry is a running distribution registry.
@@ -132,23 +141,50 @@ type Registry struct {
 // The caller stops it with Stop.
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
-	bin := filepath.Join(Tool(t, "registry"), "registry")
-	dir, err := os.MkdirTemp("", "ql3-registry-")
+	r, err := Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Registry{dir: dir, User: "ql3-test", Password: randomHex(t, 24), Storage: filepath.Join(dir, "storage")}
+	return r
+}
+
+// Start is StartRegistry for callers without a testing.TB (a testscript command).
+func Start() (_ *Registry, err error) {
+	bindir, err := ToolDir("registry")
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(bindir, "registry")
+	dir, err := os.MkdirTemp("", "ql3-registry-")
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{dir: dir, Storage: filepath.Join(dir, "storage"), User: "ql3-test"}
+	defer func() {
+		if err != nil {
+			r.Stop()
+		}
+	}()
+	if r.Password, err = randomHex(24); err != nil {
+		return nil, err
+	}
 	r.CAFile = filepath.Join(dir, "ca.pem")
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writePKI(t, r.CAFile, certFile, keyFile)
+	if err := writePKI(r.CAFile, certFile, keyFile); err != nil {
+		return nil, err
+	}
 	// MinCost: the registry runs bcrypt on every request, and the benchmarks compare clients.
 	hash, err := bcrypt.GenerateFromPassword([]byte(r.Password), bcrypt.MinCost)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	htpasswd := filepath.Join(dir, "htpasswd")
-	mustWrite(t, htpasswd, []byte(r.User+":"+string(hash)+"\n"))
-	r.Host = freeLoopbackAddr(t)
+	if err := os.WriteFile(htpasswd, []byte(r.User+":"+string(hash)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if r.Host, err = freeLoopbackAddr(); err != nil {
+		return nil, err
+	}
 	cfg := fmt.Sprintf(`version: 0.1
 log:
   level: error
@@ -173,19 +209,20 @@ auth:
     path: %s
 `, r.Storage, r.Host, certFile, keyFile, htpasswd)
 	cfgFile := filepath.Join(dir, "config.yml")
-	mustWrite(t, cfgFile, []byte(cfg))
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
 	r.cmd = exec.Command(bin, "serve", cfgFile)
 	r.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true")
 	var logs bytes.Buffer
 	r.cmd.Stdout, r.cmd.Stderr = &logs, &logs
 	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("ocitest: start registry: %v", err)
+		return nil, fmt.Errorf("ocitest: start registry: %w", err)
 	}
 	if err := r.waitReady(); err != nil {
-		r.Stop()
-		t.Fatalf("ocitest: registry not ready: %v\n%s", err, logs.String())
+		return nil, fmt.Errorf("ocitest: registry not ready: %w\n%s", err, logs.String())
 	}
-	return r
+	return r, nil
 }
 
 // waitReady polls /v2/ until the registry answers 401 (auth on), at most 400 times.
@@ -225,11 +262,27 @@ func (r *Registry) Stop() {
 func (r *Registry) DockerConfig(t testing.TB, user, password string) string {
 	t.Helper()
 	dir := t.TempDir()
+	if err := r.WriteDockerConfig(dir, user, password); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// WriteDockerConfig writes dir/config.json (0600) with user:password for the registry.
+func (r *Registry) WriteDockerConfig(dir, user, password string) error {
 	cfg := map[string]any{"auths": map[string]any{r.Host: map[string]string{
 		"auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + password))}}}
-	b, _ := json.Marshal(cfg)
-	mustWrite(t, filepath.Join(dir, "config.json"), b)
-	return dir
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+// Secrets are the byte strings of the registry's credentials that must appear in no output,
+// store or artifact: the password and the config's base64 of user:password.
+func (r *Registry) Secrets() [][]byte {
+	return [][]byte{[]byte(r.Password), []byte(base64.StdEncoding.EncodeToString([]byte(r.User + ":" + r.Password)))}
 }
 
 // BlobPath is where the filesystem driver keeps blob d's bytes.
@@ -237,53 +290,64 @@ func (r *Registry) BlobPath(hexDigest string) string {
 	return filepath.Join(r.Storage, "docker/registry/v2/blobs/sha256", hexDigest[:2], hexDigest, "data")
 }
 
-func freeLoopbackAddr(t testing.TB) string {
+func freeLoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
-func randomHex(t testing.TB, n int) string {
+func randomHex(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return hex.EncodeToString(b)
-}
-
-func mustWrite(t testing.TB, p string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return hex.EncodeToString(b), nil
 }
 
 // writePKI generates a CA and a certificate for 127.0.0.1 it signs.
-func writePKI(t testing.TB, caFile, certFile, keyFile string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+func writePKI(caFile, certFile, keyFile string) error {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ql3 test CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	mustWrite(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
-	mustWrite(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	mustWrite(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path string
+		b    *pem.Block
+	}{{caFile, &pem.Block{Type: "CERTIFICATE", Bytes: caDER}}, {certFile, &pem.Block{Type: "CERTIFICATE", Bytes: der}},
+		{keyFile, &pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(f.b), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
