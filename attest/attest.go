@@ -29,8 +29,7 @@ type Source interface {
 // Writer is the store an attestation is written to.
 type Writer interface {
 	Source
-	PutObjects(objs []store.Object) ([]evidence.Descriptor, error)
-	PutAttestation(subject, bundle digest.Digest, statement evidence.Descriptor) error
+	PutAttested(subject digest.Digest, statement, bundle []byte) (statementD, bundleD evidence.Descriptor, err error)
 }
 
 var _ Writer = (*store.Store)(nil)
@@ -58,14 +57,11 @@ func Attest(w Writer, subject digest.Digest, key *SigningKey, opts Options) (*At
 	if err != nil {
 		return nil, err
 	}
-	// The statement and the bundle are made durable together, then the index entry that names
-	// them: nothing reaches either before the entry, so one durable step serves both.
-	ds, err := w.PutObjects([]store.Object{{MediaType: evidence.MediaTypeStatement, Bytes: sb}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bb}})
+	// The statement, the bundle and the index entry naming them are written in one call, so that
+	// their durable steps share rounds (store.PutAttested): nothing reaches the statement or the
+	// bundle before the entry, and the entry is placed only once both are durable.
+	sd, bd, err := w.PutAttested(subject, sb, bb)
 	if err != nil {
-		return nil, err
-	}
-	sd, bd := ds[0], ds[1]
-	if err := w.PutAttestation(subject, bd.Digest, sd); err != nil {
 		return nil, err
 	}
 	return &Attestation{Subject: subject, Statement: sd, Bundle: bd, KeyDigest: key.pub.Digest}, nil

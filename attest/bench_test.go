@@ -145,9 +145,10 @@ func BenchmarkVerify(b *testing.B) {
 
 // BenchmarkAttestParts breaks Attest down: cpu is everything but the store writes (the facts,
 // the canonical statement, the signature, the canonical bundle); sign is the signature and bundle
-// alone; writes are the store writes of one first attestation, batched as Attest does them
-// (statement and bundle staged and fsynced together, one blobs/sha256 fsync, then the index
-// entry) and one by one as before (PutBlob, PutBlob, PutAttestation); fsync-file and fsync-dir
+// alone; writes are the store writes of one first attestation: attested as Attest does them
+// (store.PutAttested, three serial fsync rounds), batched as before it (PutObjects, then
+// PutAttestation: four rounds) and one by one as before that (PutBlob, PutBlob, PutAttestation:
+// six); fsync-file and fsync-dir
 // are this disk's latency for one fsync of a new 2 KiB file and of a directory after a rename.
 func BenchmarkAttestParts(b *testing.B) {
 	for _, kind := range []string{"p256", "ed25519"} {
@@ -180,6 +181,17 @@ func BenchmarkAttestParts(b *testing.B) {
 				b.Fatal(err)
 			}
 			if err := fx.st.PutAttestation(rc, ds[1].Digest, ds[0]); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("writes/attested", func(b *testing.B) {
+		freshFixtures(b, func(fx *fixture) {
+			b.StopTimer()
+			rc := fx.receipts[0].Digest
+			sb, bb := attest.PrepareForTest(fx.st, rc, k, opts)
+			b.StartTimer()
+			if _, _, err := fx.st.PutAttested(rc, sb, bb); err != nil {
 				b.Fatal(err)
 			}
 		})

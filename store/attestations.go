@@ -96,12 +96,7 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 		return err
 	}
 	defer s.mu.RUnlock()
-	for _, d := range []digest.Digest{subject, bundle, statement.Digest} {
-		if _, err := evidence.ParseDigest(string(d)); err != nil {
-			return err
-		}
-	}
-	b, err := evidence.MarshalRecord(statement)
+	b, err := attestationEntry(subject, bundle, statement)
 	if err != nil {
 		return err
 	}
@@ -115,27 +110,100 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 	// gone with its directory, never half there.
 	parents := make(chan error, 1)
 	go func() { parents <- synced() }()
-	if err := s.checkRoot(); err != nil {
+	st, err := s.stage(b, true)
+	if err != nil {
 		<-parents
 		return err
 	}
-	err = s.commitAt(dir.fd, attestationsRel+"/"+subject.Encoded(), bundle.Encoded(), b)
+	defer st.discard(s)
+	err = s.placeAttestation(dir.fd, subject, bundle, statement, st)
 	if perr := <-parents; err == nil {
 		err = perr
 	}
-	if errors.Is(err, errExists) {
-		es, lerr := s.listAttestations(subject)
-		if lerr != nil {
-			return lerr
-		}
-		for _, e := range es {
-			if e.Bundle == bundle && e.Statement == statement {
-				return nil
-			}
-		}
-		return refuse.New(CodeIndexConflict, "attestation index entry %s/%s exists with another statement", subject.Encoded(), bundle.Encoded())
-	}
 	return err
+}
+
+// PutAttested stores a whole attestation of subject: the statement record, the bundle that signs
+// it, and the index entry that names both, as PutObjects and PutAttestation would in turn, with
+// fewer serial durable steps. Three rounds: the two objects' content, the entry's content and the
+// index directories made for it are synced concurrently; the objects are renamed into place and
+// blobs/sha256 synced; the entry is renamed into place and its directory synced. The order of
+// durability is theirs: no name is durable before what it names, so a crash at any point leaves
+// the whole attestation, or unreferenced objects, staging files and empty index directories.
+func (s *Store) PutAttested(subject digest.Digest, statement, bundle []byte) (sd, bd evidence.Descriptor, err error) {
+	if err := s.acquire(); err != nil {
+		return sd, bd, err
+	}
+	defer s.mu.RUnlock()
+	if _, err := evidence.ParseDigest(string(subject)); err != nil {
+		return sd, bd, err
+	}
+	b, descs, err := s.stageObjects([]Object{{MediaType: evidence.MediaTypeStatement, Bytes: statement}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bundle}})
+	objs := b.staged
+	b.staged = nil
+	defer b.discard(objs) // a no-op once synced: syncLocked discards what it was given
+	if err != nil {
+		return sd, bd, err
+	}
+	sd, bd = descs[0], descs[1]
+	entry, err := attestationEntry(subject, bd.Digest, sd)
+	if err != nil {
+		return sd, bd, err
+	}
+	st, err := s.stage(entry, false)
+	if err != nil {
+		return sd, bd, err
+	}
+	defer st.discard(s)
+	dir, _, synced, err := s.attestationDir(subject, true)
+	if err != nil {
+		return sd, bd, err
+	}
+	defer unix.Close(dir.fd)
+	if err := b.syncLocked(objs, st.sync, synced); err != nil {
+		return sd, bd, err
+	}
+	return sd, bd, s.placeAttestation(dir.fd, subject, bd.Digest, sd, st)
+}
+
+func attestationEntry(subject, bundle digest.Digest, statement evidence.Descriptor) ([]byte, error) {
+	for _, d := range []digest.Digest{subject, bundle, statement.Digest} {
+		if _, err := evidence.ParseDigest(string(d)); err != nil {
+			return nil, err
+		}
+	}
+	return evidence.MarshalRecord(statement)
+}
+
+// placeAttestation renames the synced staged entry st into the held subject directory dirfd and
+// syncs it. An entry already there is a no-op when it names the same statement.
+func (s *Store) placeAttestation(dirfd int, subject, bundle digest.Digest, statement evidence.Descriptor, st *staged) error {
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
+	if commitHook != nil {
+		commitHook()
+	}
+	err := s.link(st, dirfd, bundle.Encoded())
+	if err == nil {
+		if err := unix.Fsync(dirfd); err != nil {
+			return refuse.Wrap(CodeStoreIO, err, "fsync %s/%s", attestationsRel, subject.Encoded())
+		}
+		return nil
+	}
+	if !errors.Is(err, errExists) {
+		return err
+	}
+	es, lerr := s.listAttestations(subject)
+	if lerr != nil {
+		return lerr
+	}
+	for _, e := range es {
+		if e.Bundle == bundle && e.Statement == statement {
+			return nil
+		}
+	}
+	return refuse.New(CodeIndexConflict, "attestation index entry %s/%s exists with another statement", subject.Encoded(), bundle.Encoded())
 }
 
 // ListAttestations returns every attestation entry of subject, sorted by bundle digest; none

@@ -98,11 +98,22 @@ func (b *Batch) Sync() error {
 		return err
 	}
 	defer b.s.mu.RUnlock()
+	return b.syncLocked(objs)
+}
+
+// syncLocked is Sync for a caller holding the store's read lock. Each of also runs beside the
+// staged files' fsyncs, in the same round, and must be done before any object is renamed into
+// place: a caller's own writes that need durability but not the objects' names (PutAttested's
+// index entry content and the directories made for it) cost no round of their own.
+func (b *Batch) syncLocked(objs []*batchObject, also ...func() error) error {
 	defer b.discard(objs)
-	errs := make([]error, len(objs))
+	errs := make([]error, len(objs)+len(also))
 	var wg sync.WaitGroup
 	for i, o := range objs {
 		wg.Go(func() { errs[i] = o.st.sync() })
+	}
+	for i, f := range also {
+		wg.Go(func() { errs[len(objs)+i] = f() })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -125,6 +136,9 @@ func (b *Batch) Sync() error {
 	}
 	if batchHook != nil {
 		batchHook(len(objs))
+	}
+	if len(objs) == 0 {
+		return nil
 	}
 	if err := unix.Fsync(b.s.dirs[dSHA256].fd); err != nil {
 		return refuse.Wrap(CodeStoreIO, err, "fsync %s", layout[dSHA256].rel)

@@ -42,6 +42,33 @@ func TestMain(m *testing.M) {
 		}
 		s.PutObjects(batchData())
 		os.Exit(4)
+	case "crash-attested":
+		s, err := Open(os.Getenv("QL3_STORE_ROOT"))
+		if err != nil {
+			os.Exit(3)
+		}
+		at := os.Getenv("QL3_STORE_KILL_AT")
+		kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+		if at == "entry" {
+			// The first commit hook runs before the objects are renamed, the second before the
+			// entry is.
+			calls := 0
+			commitHook = func() {
+				if calls++; calls == 2 {
+					kill()
+				}
+			}
+		} else {
+			n, _ := strconv.Atoi(at)
+			batchHook = func(renamed int) {
+				if renamed == n {
+					kill()
+				}
+			}
+		}
+		subject, statement, bundle := attestedData()
+		s.PutAttested(subject, statement, bundle)
+		os.Exit(4)
 	case "batchcrash":
 		s, err := Open(os.Getenv("QL3_STORE_ROOT"))
 		if err != nil {
