@@ -86,16 +86,27 @@ func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociart
 
 // Import writes a proven closure into dst: objects no-replace (each existing object re-hashed by
 // the store; other content under the name is OBJECT_CORRUPT), then the root's index entries,
-// the receipt's last.
+// the receipt's last. The objects go through store batches, so that their fsyncs share rounds:
+// every object is durable and in place before the first index entry is written.
 func Import(dst *store.Store, root *ociartifact.Root, layers []evidence.Descriptor, blobs map[digest.Digest][]byte) error {
-	for _, d := range layers {
-		got, err := dst.PutBlob(d.MediaType, blobs[d.Digest])
+	b := dst.NewBatch()
+	for i, d := range layers {
+		got, err := b.PutBlob(d.MediaType, blobs[d.Digest])
+		if err == nil && got.Digest != d.Digest {
+			err = refuse.New(store.CodeObjectCorrupt, "store named object %s as %s", d.Digest, got.Digest)
+		}
 		if err != nil {
+			b.Discard()
 			return err
 		}
-		if got.Digest != d.Digest {
-			return refuse.New(store.CodeObjectCorrupt, "store named object %s as %s", d.Digest, got.Digest)
+		if (i+1)%importBatch == 0 {
+			if err := b.Sync(); err != nil {
+				return err
+			}
 		}
+	}
+	if err := b.Sync(); err != nil {
+		return err
 	}
 	for _, e := range root.Index {
 		if err := dst.PutIndex(e.Kind, e.Key, e.Descriptor); err != nil {
@@ -104,6 +115,10 @@ func Import(dst *store.Store, root *ociartifact.Root, layers []evidence.Descript
 	}
 	return nil
 }
+
+// importBatch bounds the objects staged at once: a batch holds one open descriptor per new object
+// until it is synced, and a closure may have thousands.
+const importBatch = 64
 
 func fetchLayers(ctx context.Context, repo interface {
 	Fetch(context.Context, ocispec.Descriptor) (io.ReadCloser, error)

@@ -89,17 +89,15 @@ func fetchAttestations(ctx context.Context, repo *remote.Repository, man ocispec
 }
 
 // importAttestations stores each proven attestation: the bundle, its statement record, and the
-// attestation index entry, after the closure and its index entries.
+// attestation index entry (store.PutAttested), after the closure and its index entries.
 func importAttestations(dst *store.Store, as []attestation) error {
 	for _, a := range as {
-		if _, err := dst.PutBlob(a.bundleD.MediaType, a.bundle); err != nil {
+		sd, bd, err := dst.PutAttested(a.subject, a.stmt, a.bundle)
+		if err != nil {
 			return err
 		}
-		if _, err := dst.PutBlob(a.stmtD.MediaType, a.stmt); err != nil {
-			return err
-		}
-		if err := dst.PutAttestation(a.subject, a.bundleD.Digest, a.stmtD); err != nil {
-			return err
+		if sd != a.stmtD || bd != a.bundleD {
+			return refuse.New(store.CodeObjectCorrupt, "store named attestation %s, %s as %s, %s", a.stmtD.Digest, a.bundleD.Digest, sd.Digest, bd.Digest)
 		}
 	}
 	return nil

@@ -296,6 +296,14 @@ func TestPullRefusesNonClosure(t *testing.T) {
 		if got := code(err); got != store.CodeObjectCorrupt {
 			t.Fatalf("code %q, want %q (%v)", got, store.CodeObjectCorrupt, err)
 		}
+		// The closure's objects are written as one batch: the refusal discards every staged one,
+		// so the store holds only what it held, and no staging file.
+		if fs := files(t, dst); !slices.Equal(fs, []string{"blobs/sha256/" + victim.Encoded()}) {
+			t.Fatalf("a refused pull wrote %v", fs)
+		}
+		if es, err := os.ReadDir(filepath.Join(dst.Root(), "tmp")); err != nil || len(es) != 0 {
+			t.Fatalf("staging files left: %v %v", es, err)
+		}
 		for _, kind := range []string{evidence.IndexReceipts, evidence.IndexIntents, evidence.IndexPreflights} {
 			if es, err := dst.ListIndex(kind); err != nil || len(es) != 0 {
 				t.Fatalf("index %s published %v (%v)", kind, es, err)
