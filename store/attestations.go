@@ -110,6 +110,10 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 	// gone with its directory, never half there.
 	parents := make(chan error, 1)
 	go func() { parents <- synced() }()
+	if err := s.checkRoot(); err != nil {
+		<-parents
+		return err
+	}
 	st, err := s.stage(b, true)
 	if err != nil {
 		<-parents
@@ -138,32 +142,61 @@ func (s *Store) PutAttested(subject digest.Digest, statement, bundle []byte) (sd
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
 		return sd, bd, err
 	}
-	b, descs, err := s.stageObjects([]Object{{MediaType: evidence.MediaTypeStatement, Bytes: statement}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bundle}})
-	objs := b.staged
+	objs := []Object{{MediaType: evidence.MediaTypeStatement, Bytes: statement}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bundle}}
+	if err := s.checkObjects(objs); err != nil {
+		return sd, bd, err
+	}
+	// The index directories are made while the objects are staged: both are metadata writes that
+	// wait on the disk, in different directories, so they overlap. An empty index directory is
+	// harmless whatever happens next, as after a crash.
+	type madeDir struct {
+		dir    heldDir
+		synced func() error
+		err    error
+	}
+	dirc := make(chan madeDir, 1)
+	go func() {
+		var m madeDir
+		m.dir, _, m.synced, m.err = s.attestationDir(subject, true)
+		dirc <- m
+	}()
+	b := s.NewBatch()
+	descs, err := b.stage(objs)
+	objsStaged := b.staged
 	b.staged = nil
-	defer b.discard(objs) // a no-op once synced: syncLocked discards what it was given
+	defer b.discard(objsStaged) // a no-op once synced: syncLocked discards what it was given
+	var st *staged
+	if err == nil {
+		sd, bd = descs[0], descs[1]
+		var entry []byte
+		if entry, err = attestationEntry(subject, bd.Digest, sd); err == nil {
+			st, err = s.stage(entry, false)
+		}
+	}
+	if st != nil {
+		defer st.discard(s)
+	}
+	m := <-dirc
+	if m.err != nil {
+		return sd, bd, m.err
+	}
+	defer unix.Close(m.dir.fd)
+	if err != nil {
+		m.synced() // releases what it holds; the directories stay, empty
+		return sd, bd, err
+	}
+	// The store path is checked while the objects are made durable, as PutIndex checks it
+	// before its commit: the entry is not published into a store the path no longer names.
+	rootc := make(chan error, 1)
+	go func() { rootc <- s.checkRoot() }()
+	err = b.syncLocked(objsStaged, st.sync, m.synced)
+	if rerr := <-rootc; rerr != nil {
+		return sd, bd, rerr
+	}
 	if err != nil {
 		return sd, bd, err
 	}
-	sd, bd = descs[0], descs[1]
-	entry, err := attestationEntry(subject, bd.Digest, sd)
-	if err != nil {
-		return sd, bd, err
-	}
-	st, err := s.stage(entry, false)
-	if err != nil {
-		return sd, bd, err
-	}
-	defer st.discard(s)
-	dir, _, synced, err := s.attestationDir(subject, true)
-	if err != nil {
-		return sd, bd, err
-	}
-	defer unix.Close(dir.fd)
-	if err := b.syncLocked(objs, st.sync, synced); err != nil {
-		return sd, bd, err
-	}
-	return sd, bd, s.placeAttestation(dir.fd, subject, bd.Digest, sd, st)
+	return sd, bd, s.placeAttestation(m.dir.fd, subject, bd.Digest, sd, st)
 }
 
 func attestationEntry(subject, bundle digest.Digest, statement evidence.Descriptor) ([]byte, error) {
@@ -176,11 +209,9 @@ func attestationEntry(subject, bundle digest.Digest, statement evidence.Descript
 }
 
 // placeAttestation renames the synced staged entry st into the held subject directory dirfd and
-// syncs it. An entry already there is a no-op when it names the same statement.
+// syncs it. An entry already there is a no-op when it names the same statement. The caller has
+// checked the store path (checkRoot) since it staged st.
 func (s *Store) placeAttestation(dirfd int, subject, bundle digest.Digest, statement evidence.Descriptor, st *staged) error {
-	if err := s.checkRoot(); err != nil {
-		return err
-	}
 	if commitHook != nil {
 		commitHook()
 	}

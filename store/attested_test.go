@@ -171,3 +171,33 @@ func TestCrashMidAttested(t *testing.T) {
 		})
 	}
 }
+
+// TestAttestationRootMoved: once the store path no longer names the directory opened, an
+// attestation entry is a publication like any other: PutAttestation and PutAttested are refused
+// with STORE_ROOT_MOVED, and neither directory lists an attestation.
+func TestAttestationRootMoved(t *testing.T) {
+	resolvers(t, func(t *testing.T) {
+		for _, sw := range swaps {
+			t.Run(sw.name, func(t *testing.T) {
+				s := newStore(t)
+				other := newStore(t)
+				subject, statement, bundle := attestedData()
+				sd, err := s.PutBlob(evidence.MediaTypeStatement, statement)
+				must(t, err)
+				_, otherRoot := sw.swap(t, s.Root(), other.Root())
+				if err := s.PutAttestation(subject, evidence.FromBytes(bundle), sd); refuse.CodeOf(err) != CodeRootMoved {
+					t.Fatalf("PutAttestation: %v, want %s", err, CodeRootMoved)
+				}
+				if _, _, err := s.PutAttested(subject, statement, bundle); refuse.CodeOf(err) != CodeRootMoved {
+					t.Fatalf("PutAttested: %v, want %s", err, CodeRootMoved)
+				}
+				if es, err := s.ListAttestations(subject); err != nil || len(es) != 0 {
+					t.Fatalf("an attestation was published: %+v %v", es, err)
+				}
+				if _, err := os.Lstat(filepath.Join(otherRoot, attestationsRel)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the other store got an attestation index: %v", err)
+				}
+			})
+		}
+	})
+}

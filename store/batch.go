@@ -213,31 +213,43 @@ func (s *Store) PutObjects(objs []Object) ([]evidence.Descriptor, error) {
 // store's read lock.
 func (s *Store) stageObjects(objs []Object) (*Batch, []evidence.Descriptor, error) {
 	b := s.NewBatch()
+	if err := s.checkObjects(objs); err != nil {
+		return b, nil, err
+	}
+	descs, err := b.stage(objs)
+	return b, descs, err
+}
+
+// checkObjects applies PutObjects' checks to every object, writing nothing.
+func (s *Store) checkObjects(objs []Object) error {
 	root := false
 	for _, o := range objs {
 		if len(o.Bytes) > MaxObjectSize {
-			return b, nil, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(o.Bytes), MaxObjectSize)
+			return refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(o.Bytes), MaxObjectSize)
 		}
 		if _, ok := evidence.RecordSchema(o.MediaType); ok {
 			var probe map[string]any
 			if err := evidence.DecodeRecord(o.MediaType, o.Bytes, &probe); err != nil {
-				return b, nil, err
+				return err
 			}
 			root = root || rootMediaTypes[o.MediaType]
 		}
 	}
 	if root {
-		if err := s.checkRoot(); err != nil {
-			return b, nil, err
-		}
+		return s.checkRoot()
 	}
+	return nil
+}
+
+// stage puts checked objects into the batch.
+func (b *Batch) stage(objs []Object) ([]evidence.Descriptor, error) {
 	descs := make([]evidence.Descriptor, len(objs))
 	for i, o := range objs {
 		d, err := b.put(o.MediaType, o.Bytes)
 		if err != nil {
-			return b, nil, err
+			return nil, err
 		}
 		descs[i] = d
 	}
-	return b, descs, nil
+	return descs, nil
 }
