@@ -199,23 +199,8 @@ func TestCeremonyCauses(t *testing.T) {
 // (kube-apiserver answers 504 after 5 s rather than 60 s), each restored before the next; the
 // last preflight passes on the restored cluster.
 func TestCeremonyCausesFaults(t *testing.T) {
-	tools, err := testcluster.FindTools()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	c, err := testcluster.Start(ctx, tools, testcluster.Options{RequestTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs())
-		}
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	c := ownCluster(t, 5*time.Second)
 	uid := c.KubeSystemUID
 	preflight := func(b *bed, timeout time.Duration) error {
 		_, err := ceremony.Preflight(ctx, ceremony.Options{CommandFile: b.WriteCommand("preflight.json", evidence.CommandPreflight, ""),

@@ -244,21 +244,16 @@ func (r *faultRun) wantFault(err error, code refuse.Code, step string) {
 	}
 }
 
-// TestCeremonyRealFaults: on a cluster of the test's own, each fault the cluster produces on its
-// own is injected before and after every kubectl step of a preflight, an apply and a live audit.
-// A step that meets the fault is refused with the fault's code, naming the step; the store
-// verifies clean and holds nothing published for the refused run (an intent exactly when the
-// apply had reached it). Once the fault is repaired, the rerun of the same command file
-// completes: a preflight and a live audit publish, an apply recovers from its intent or is a
-// fresh apply. A fault after the last step, and an API server restarted at any position, is met
-// by no step: the command completes. The bed's cleanup audits every published root.
-func TestCeremonyRealFaults(t *testing.T) {
+// ownCluster starts a cluster for one test alone, with the API server's request timeout given:
+// a test that stops, pauses or restarts parts of a cluster must not share it. Its logs are shown
+// when the test fails, and it is stopped when the test ends.
+func ownCluster(t *testing.T, requestTimeout time.Duration) *testcluster.Cluster {
+	t.Helper()
 	tools, err := testcluster.FindTools()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	c, err := testcluster.Start(ctx, tools, testcluster.Options{RequestTimeout: faultRequestTimeout})
+	c, err := testcluster.Start(context.Background(), tools, testcluster.Options{RequestTimeout: requestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +265,20 @@ func TestCeremonyRealFaults(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return c
+}
+
+// TestCeremonyRealFaults: on a cluster of the test's own, each fault the cluster produces on its
+// own is injected before and after every kubectl step of a preflight, an apply and a live audit.
+// A step that meets the fault is refused with the fault's code, naming the step; the store
+// verifies clean and holds nothing published for the refused run (an intent exactly when the
+// apply had reached it). Once the fault is repaired, the rerun of the same command file
+// completes: a preflight and a live audit publish, an apply recovers from its intent or is a
+// fresh apply. A fault after the last step, and an API server restarted at any position, is met
+// by no step: the command completes. The bed's cleanup audits every published root.
+func TestCeremonyRealFaults(t *testing.T) {
+	ctx := context.Background()
+	c := ownCluster(t, faultRequestTimeout)
 	uid := c.KubeSystemUID
 	restart := func(ctx context.Context) error {
 		if err := c.StopAPIServer(ctx); err != nil {
