@@ -32,8 +32,13 @@ func (a *auditor) planCheck(r *run, p *evidence.Preflight) {
 		return
 	}
 	a.check(r.name("plan"), func() (string, error) {
+		// One read: the bytes are decoded here and compared with the re-derived record below.
+		have, err := a.blob(*p.Plan, evidence.MediaTypePlan)
+		if err != nil {
+			return "", err
+		}
 		var stored evidence.Plan
-		if err := a.load(*p.Plan, evidence.MediaTypePlan, &stored); err != nil {
+		if err := evidence.DecodeRecord(evidence.MediaTypePlan, have, &stored); err != nil {
 			return "", err
 		}
 		prevDesc := stored.Previous
@@ -60,10 +65,6 @@ func (a *auditor) planCheck(r *run, p *evidence.Preflight) {
 			return "", err
 		}
 		want, err := evidence.MarshalRecord(derived)
-		if err != nil {
-			return "", err
-		}
-		have, err := a.src.GetDescriptor(*p.Plan)
 		if err != nil {
 			return "", err
 		}
