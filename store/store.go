@@ -433,38 +433,21 @@ func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
 	return fd, st.Size, nil
 }
 
-// readAll reads the regular file fd, of size bytes by its fstat, into one buffer, and reports a
-// file that is longer. The buffer has a byte to spare, so a read that fills the file's size and
-// stops short of the buffer has met the end of the file (a regular file's read returns less than
-// asked only there): one read(2) per object, not a second one to see EOF. A file that grows after
-// that read is, as before, beyond what any read could see; its content is hashed regardless.
-func readAll(fd int, size int64) (b []byte, grew bool, err error) {
-	b = make([]byte, size+1)
-	n := 0
-	for n < len(b) {
-		asked := len(b) - n
-		m, err := unix.Read(fd, b[n:])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-		if int64(n) >= size && m < asked {
-			break
-		}
-	}
-	if int64(n) > size {
+// readSized reads the regular file fd, of size bytes by its fstat, and reports a file that is
+// longer: one bounded read core (input.ReadFD, at most size+1 bytes, one read(2) for a file that
+// ends where fstat said). A file that grows after that read is beyond what any read could see;
+// its content is hashed regardless.
+func readSized(fd int, size int64) (b []byte, grew bool, err error) {
+	b, err = input.ReadFD(fd, size, size)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case int64(len(b)) > size:
 		return nil, true, nil
-	}
-	if int64(n) < size {
+	case int64(len(b)) < size:
 		return nil, false, io.ErrUnexpectedEOF
 	}
-	return b[:n:n], false, nil
+	return b[:len(b):len(b)], false, nil
 }
 
 func readObject(blobs int, d digest.Digest) ([]byte, error) {
@@ -475,7 +458,7 @@ func readObject(blobs int, d digest.Digest) ([]byte, error) {
 	defer unix.Close(fd)
 	// Sized from fstat (bounded above), and the file must end there: a file that grows between
 	// fstat and read is refused rather than read in part.
-	b, grew, err := readAll(fd, size)
+	b, grew, err := readSized(fd, size)
 	if err != nil {
 		return nil, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 	}
@@ -699,7 +682,7 @@ func decodeEntry(fd int, size int64, what string) (evidence.Descriptor, error) {
 	if size > maxIndexEntry {
 		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is larger than %d bytes", what, maxIndexEntry)
 	}
-	b, grew, err := readAll(fd, size)
+	b, grew, err := readSized(fd, size)
 	if err != nil {
 		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, err, "read %s", what)
 	}

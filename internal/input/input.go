@@ -107,7 +107,8 @@ func ReadFD(fd int, size, ceiling int64) ([]byte, error) {
 		if len(b) == cap(b) {
 			b = append(b, make([]byte, min(int64(cap(b)), limit-int64(len(b))))...)[:len(b)]
 		}
-		n, err := unix.Pread(fd, b[len(b):min(int64(cap(b)), limit)], int64(len(b)))
+		asked := min(int64(cap(b)), limit) - int64(len(b))
+		n, err := unix.Pread(fd, b[len(b):len(b)+int(asked)], int64(len(b)))
 		if err == unix.EINTR {
 			continue
 		}
@@ -118,6 +119,12 @@ func ReadFD(fd int, size, ceiling int64) ([]byte, error) {
 			break
 		}
 		b = b[:len(b)+n]
+		// A regular file's read returns less than asked only at its end: once the stated size is
+		// read, a short read is the end, and no second read(2) is spent to see it (the store
+		// reads thousands of small objects per listing this way).
+		if int64(len(b)) >= size && int64(n) < asked {
+			break
+		}
 	}
 	return b, nil
 }
