@@ -12,7 +12,6 @@ import (
 	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/store"
 )
 
 // The goal (docs/attestations.md, "Cost"): attest, and audit with --key, each add under 5 ms to
@@ -170,10 +169,9 @@ func BenchmarkVerify(b *testing.B) {
 // BenchmarkAttestParts breaks Attest down: cpu is everything but the store writes (the facts,
 // the canonical statement, the signature, the canonical bundle); sign is the signature and bundle
 // alone; writes are the store writes of one first attestation: attested as Attest does them
-// (store.PutAttested, three serial fsync rounds), batched as before it (PutObjects, then
-// PutAttestation: four rounds) and one by one as before that (PutBlob, PutBlob, PutAttestation:
-// six); fsync-file and fsync-dir
-// are this disk's latency for one fsync of a new 2 KiB file and of a directory after a rename.
+// (store.PutAttested, three serial fsync rounds) and one by one as before (PutBlob, PutBlob,
+// PutAttestation: six); fsync-file and fsync-dir are this disk's latency for one fsync of a new
+// 2 KiB file and of a directory after a rename.
 func BenchmarkAttestParts(b *testing.B) {
 	for _, kind := range []string{"p256", "ed25519"} {
 		k, _, _ := signer(b, kind)
@@ -194,21 +192,6 @@ func BenchmarkAttestParts(b *testing.B) {
 		})
 	}
 	k, _, _ := signer(b, "p256")
-	b.Run("writes/batched", func(b *testing.B) {
-		freshFixtures(b, func(fx *fixture) {
-			b.StopTimer()
-			rc := fx.receipts[0].Digest
-			sb, bb := attest.PrepareForTest(fx.st, rc, k, opts)
-			b.StartTimer()
-			ds, err := fx.st.PutObjects([]store.Object{{MediaType: evidence.MediaTypeStatement, Bytes: sb}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bb}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := fx.st.PutAttestation(rc, ds[1].Digest, ds[0]); err != nil {
-				b.Fatal(err)
-			}
-		})
-	})
 	b.Run("writes/attested", func(b *testing.B) {
 		freshFixtures(b, func(fx *fixture) {
 			b.StopTimer()

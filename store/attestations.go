@@ -128,7 +128,7 @@ func (s *Store) PutAttestation(subject, bundle digest.Digest, statement evidence
 }
 
 // PutAttested stores a whole attestation of subject: the statement record, the bundle that signs
-// it, and the index entry that names both, as PutObjects and PutAttestation would in turn, with
+// it, and the index entry that names both, as two puts and PutAttestation would in turn, with
 // fewer serial durable steps. Three rounds: the two objects' content, the entry's content and the
 // index directories made for it are synced concurrently; the objects are renamed into place and
 // blobs/sha256 synced; the entry is renamed into place and its directory synced. The order of
@@ -142,8 +142,15 @@ func (s *Store) PutAttested(subject digest.Digest, statement, bundle []byte) (sd
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
 		return sd, bd, err
 	}
-	objs := []Object{{MediaType: evidence.MediaTypeStatement, Bytes: statement}, {MediaType: evidence.MediaTypeSigstoreBundle, Bytes: bundle}}
-	if err := s.checkObjects(objs); err != nil {
+	// Checked before anything is written: the statement is stored as the canonical record it must
+	// already be, so that the store keeps exactly the bytes that were signed.
+	for _, o := range [][]byte{statement, bundle} {
+		if len(o) > MaxObjectSize {
+			return sd, bd, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(o), MaxObjectSize)
+		}
+	}
+	var probe map[string]any
+	if err := evidence.DecodeRecord(evidence.MediaTypeStatement, statement, &probe); err != nil {
 		return sd, bd, err
 	}
 	// The index directories are made while the objects are staged: both are metadata writes that
@@ -161,13 +168,15 @@ func (s *Store) PutAttested(subject digest.Digest, statement, bundle []byte) (sd
 		dirc <- m
 	}()
 	b := s.NewBatch()
-	descs, err := b.stage(objs)
+	sd, err = b.put(evidence.MediaTypeStatement, statement)
+	if err == nil {
+		bd, err = b.put(evidence.MediaTypeSigstoreBundle, bundle)
+	}
 	objsStaged := b.staged
 	b.staged = nil
 	defer b.discard(objsStaged) // a no-op once synced: syncLocked discards what it was given
 	var st *staged
 	if err == nil {
-		sd, bd = descs[0], descs[1]
 		var entry []byte
 		if entry, err = attestationEntry(subject, bd.Digest, sd); err == nil {
 			st, err = s.stage(entry, false)

@@ -89,11 +89,16 @@ func TestPutAttestedRefusals(t *testing.T) {
 		{"statement not canonical", subject, append([]byte(" "), statement...), evidence.CodeRecordNotCanonical},
 		{"statement of another schema", subject, bytes.Replace(statement, []byte(evidence.SchemaStatement), []byte("https://in-toto.io/Statement/v0.1"), 1), evidence.CodeRecordSchemaMismatch},
 		{"subject not a digest", "sha256:abc", statement, evidence.CodeDigestInvalid},
+		{"too large", subject, nil, CodeObjectTooLarge},
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {
 			s := newStore(t)
-			_, _, err := s.PutAttested(v.subject, v.statement, bundle)
+			b := bundle
+			if v.statement == nil { // the bundle is the object over the limit
+				v.statement, b = statement, make([]byte, MaxObjectSize+1)
+			}
+			_, _, err := s.PutAttested(v.subject, v.statement, b)
 			if got := refuse.CodeOf(err); got != v.code {
 				t.Fatalf("code %q, want %q (%v)", got, v.code, err)
 			}
@@ -106,6 +111,25 @@ func TestPutAttestedRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("object present with other content", func(t *testing.T) {
+		s := newStore(t)
+		p := filepath.Join(s.Root(), "blobs", "sha256", evidence.FromBytes(bundle).Encoded())
+		if err := os.WriteFile(p, []byte("other content"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.PutAttested(subject, statement, bundle); refuse.CodeOf(err) != CodeObjectCorrupt {
+			t.Fatalf("got %v, want %s", err, CodeObjectCorrupt)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "other content" {
+			t.Fatalf("the present object was replaced: %q %v", b, err)
+		}
+		if n := tmpNames(t, s); len(n) != 0 {
+			t.Fatalf("staging files left: %v", n)
+		}
+		if es, err := s.ListAttestations(subject); err != nil || len(es) != 0 {
+			t.Fatalf("an attestation was published: %+v %v", es, err)
+		}
+	})
 	t.Run("entry with another statement", func(t *testing.T) {
 		s := newStore(t)
 		other, err := s.PutBlob(evidence.MediaTypeOctets, []byte("another statement"))

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,14 +13,20 @@ import (
 	"github.com/qinglong/ql3/internal/refuse"
 )
 
-// batchData is a batch of three objects, one of them a record, as an attestation writes them.
-func batchData() []Object {
+// testObject is one object of a test batch: its media type and its exact bytes.
+type testObject struct {
+	MediaType string
+	Bytes     []byte
+}
+
+// batchData is a batch of three objects, one of them a record.
+func batchData() []testObject {
 	rec, err := evidence.MarshalRecord(testIntent(evidence.Descriptor{MediaType: evidence.MediaTypeOctets,
 		Digest: evidence.FromBytes([]byte("a")), Size: 1}))
 	if err != nil {
 		panic(err)
 	}
-	return []Object{
+	return []testObject{
 		{MediaType: evidence.MediaTypeOctets, Bytes: []byte("batch object one")},
 		{MediaType: evidence.MediaTypeIntent, Bytes: rec},
 		{MediaType: evidence.MediaTypeStdout, Bytes: []byte("batch object three")},
@@ -41,91 +46,22 @@ func tmpNames(t *testing.T, s *Store) []string {
 	return out
 }
 
-func TestPutObjects(t *testing.T) {
-	s := newStore(t)
-	objs := append(batchData(), batchData()[0]) // the same bytes twice are one object
-	ds, err := s.PutObjects(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ds) != len(objs) || ds[0] != ds[3] {
-		t.Fatalf("descriptors %+v", ds)
-	}
-	for i, d := range ds {
-		if d.MediaType != objs[i].MediaType || d.Digest != evidence.FromBytes(objs[i].Bytes) || d.Size != int64(len(objs[i].Bytes)) {
-			t.Fatalf("descriptor %d: %+v", i, d)
+// putBatch puts objs through one batch and syncs it.
+func putBatch(s *Store, objs []testObject) ([]evidence.Descriptor, error) {
+	b := s.NewBatch()
+	ds := make([]evidence.Descriptor, len(objs))
+	for i, o := range objs {
+		d, err := b.PutBlob(o.MediaType, o.Bytes)
+		if err != nil {
+			b.Discard()
+			return nil, err
 		}
-		b, err := s.GetDescriptor(d)
-		if err != nil || !bytes.Equal(b, objs[i].Bytes) {
-			t.Fatalf("get %d: %q %v", i, b, err)
-		}
+		ds[i] = d
 	}
-	// Again: every object is present, checked and kept.
-	again, err := s.PutObjects(objs)
-	if err != nil || len(again) != len(ds) || again[1] != ds[1] {
-		t.Fatalf("second put: %+v %v", again, err)
-	}
-	if n := tmpNames(t, s); len(n) != 0 {
-		t.Fatalf("staging files left: %v", n)
-	}
-	if ds, err := s.PutObjects(nil); err != nil || len(ds) != 0 {
-		t.Fatalf("empty batch: %v %v", ds, err)
-	}
-	r, err := s.Verify()
-	if err != nil || !r.OK() || r.Objects != 3 {
-		t.Fatalf("verify: %+v %v", r, err)
-	}
+	return ds, b.Sync()
 }
 
-// TestPutObjectsRefusals: a batch with one bad object is refused whole, with that object's code,
-// before anything is staged.
-func TestPutObjectsRefusals(t *testing.T) {
-	good := batchData()
-	vectors := []struct {
-		name string
-		bad  Object
-		code refuse.Code
-	}{
-		{"record not canonical", Object{evidence.MediaTypeIntent, append([]byte(" "), good[1].Bytes...)}, evidence.CodeRecordNotCanonical},
-		{"record of another schema", Object{evidence.MediaTypeReceipt, good[1].Bytes}, evidence.CodeRecordSchemaMismatch},
-		{"too large", Object{evidence.MediaTypeOctets, make([]byte, MaxObjectSize+1)}, CodeObjectTooLarge},
-	}
-	for _, v := range vectors {
-		t.Run(v.name, func(t *testing.T) {
-			s := newStore(t)
-			_, err := s.PutObjects([]Object{good[0], v.bad, good[2]})
-			if got := refuse.CodeOf(err); got != v.code {
-				t.Fatalf("code %q, want %q (%v)", got, v.code, err)
-			}
-			r, err := s.Verify()
-			if err != nil || !r.OK() || r.Objects != 0 || len(tmpNames(t, s)) != 0 {
-				t.Fatalf("a refused batch wrote something: %+v %v", r, err)
-			}
-		})
-	}
-}
-
-// TestPutObjectsExistingCorrupt: an object present under the same name with other content is
-// OBJECT_CORRUPT, never replaced.
-func TestPutObjectsExistingCorrupt(t *testing.T) {
-	s := newStore(t)
-	objs := batchData()
-	p := filepath.Join(s.Root(), "blobs", "sha256", evidence.FromBytes(objs[2].Bytes).Encoded())
-	if err := os.WriteFile(p, []byte("other content"), 0o400); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.PutObjects(objs); refuse.CodeOf(err) != CodeObjectCorrupt {
-		t.Fatalf("got %v, want %s", err, CodeObjectCorrupt)
-	}
-	if b, err := os.ReadFile(p); err != nil || string(b) != "other content" {
-		t.Fatalf("the present object was replaced: %q %v", b, err)
-	}
-	if n := tmpNames(t, s); len(n) != 0 {
-		t.Fatalf("staging files left: %v", n)
-	}
-}
-
-// TestCrashMidBatch kills a process inside PutObjects: with every object staged and synced and
+// TestCrashMidBatch kills a process inside a batch's Sync: with every object staged and synced and
 // none renamed, with one renamed, and with all renamed before the directory fsync. The store
 // stays valid (the unrenamed staging files are hints), and the batch then completes.
 func TestCrashMidBatch(t *testing.T) {
@@ -152,7 +88,7 @@ func TestCrashMidBatch(t *testing.T) {
 			if counts[CodeStagingLeftover] != len(batchData())-at || counts[CodeUnreferenced] != at || len(r.Hints) != len(batchData()) {
 				t.Fatalf("hints %+v, want %d staging leftovers and %d unreferenced", r.Hints, len(batchData())-at, at)
 			}
-			ds, err := s.PutObjects(batchData())
+			ds, err := putBatch(s, batchData())
 			if err != nil {
 				t.Fatalf("put after crash: %v", err)
 			}
@@ -179,7 +115,7 @@ func openFDs(t *testing.T) int {
 // subject the second, an existing one neither).
 func TestAttestationDirsReleased(t *testing.T) {
 	s := newStore(t)
-	ds, err := s.PutObjects(batchData())
+	ds, err := putBatch(s, batchData())
 	if err != nil {
 		t.Fatal(err)
 	}

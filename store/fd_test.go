@@ -130,9 +130,13 @@ func TestRootSwappedBetweenOpenAndWrite(t *testing.T) {
 				}
 				raw, err := evidence.MarshalRecord(in)
 				must(t, err)
-				if _, err := s.PutObjects([]Object{{MediaType: evidence.MediaTypeStdout, Bytes: []byte("batched")}, {MediaType: evidence.MediaTypeIntent, Bytes: raw}}); refuse.CodeOf(err) != CodeRootMoved {
-					t.Fatalf("PutObjects with an intent: %v, want %s", err, CodeRootMoved)
+				batch := s.NewBatch()
+				_, err = batch.PutBlob(evidence.MediaTypeStdout, []byte("batched"))
+				must(t, err)
+				if _, _, err := batch.PutRecord(evidence.MediaTypeIntent, in); refuse.CodeOf(err) != CodeRootMoved {
+					t.Fatalf("Batch.PutRecord of an intent: %v, want %s", err, CodeRootMoved)
 				}
+				batch.Discard()
 				if bd := evidence.FromBytes([]byte("batched")).Encoded(); has(t, held, "blobs/sha256", bd) {
 					t.Fatal("a refused batch wrote an object")
 				}

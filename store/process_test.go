@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
 		}
-		s.PutObjects(batchData())
+		putBatch(s, batchData())
 		os.Exit(4)
 	case "crash-attested":
 		s, err := Open(os.Getenv("QL3_STORE_ROOT"))
