@@ -47,8 +47,9 @@ done
 start=$(date +%s)
 echo "build-k8s: building kube-apiserver and kubectl $kube_version, etcd $etcd_version with $go_version (cold: 6-10 minutes, 2.3 GB RAM)" >&2
 mkdir "$tmp/bin"
-# One go build for all three shares the dependency graph and both cores.
-go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" \
+# One go build for all three shares the dependency graph and both cores. -s -w strips the DWARF
+# from the binaries, so the compiler need not write it either (about 4% of a cold build).
+go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$tmp/bin/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3
 # The etcd server module root is package main named by its path element before /v3.
 mv "$tmp/bin/server" "$tmp/bin/etcd"

@@ -55,7 +55,8 @@ trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 echo "build-tool: building ${pkgs[*]} ($version) with $go_version" >&2
 mkdir "$tmp/bin"
-go build -trimpath -ldflags "-s -w" -o "$tmp/bin/" "${pkgs[@]}"
+# -s -w strips the DWARF, so the compiler need not write it (as in build-k8s.sh).
+go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$tmp/bin/" "${pkgs[@]}"
 
 {
 	printf '{\n  "tool": "%s",\n  "version": "%s",\n  "goVersion": "%s",\n  "goSum": "sha256:%s",\n  "binaries": {\n' \
