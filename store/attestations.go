@@ -219,7 +219,8 @@ func attestationEntry(subject, bundle digest.Digest, statement evidence.Descript
 
 // placeAttestation renames the synced staged entry st into the held subject directory dirfd and
 // syncs it. An entry already there is a no-op when it names the same statement. The caller has
-// checked the store path (checkRoot) since it staged st.
+// checked the store path (checkRoot) since it staged st; the check is repeated once the entry is
+// in place, as PutIndex repeats it.
 func (s *Store) placeAttestation(dirfd int, subject, bundle digest.Digest, statement evidence.Descriptor, st *staged) error {
 	if commitHook != nil {
 		commitHook()
@@ -229,7 +230,7 @@ func (s *Store) placeAttestation(dirfd int, subject, bundle digest.Digest, state
 		if err := unix.Fsync(dirfd); err != nil {
 			return refuse.Wrap(CodeStoreIO, err, "fsync %s/%s", attestationsRel, subject.Encoded())
 		}
-		return nil
+		return s.withdrawIfMoved(dirfd, bundle.Encoded(), "attestation index entry "+subject.Encoded()+"/"+bundle.Encoded())
 	}
 	if !errors.Is(err, errExists) {
 		return err

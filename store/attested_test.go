@@ -225,3 +225,57 @@ func TestAttestationRootMoved(t *testing.T) {
 		}
 	})
 }
+
+// TestRootSwappedDuringAttestationCommit: the store path swapped after an attestation writer's
+// check and just before its entry's rename (the entry then lands in the held directory) is caught
+// by the check after the rename, as in PutIndex: the entry is removed again and the call refused
+// with STORE_ROOT_MOVED, so neither directory lists it.
+func TestRootSwappedDuringAttestationCommit(t *testing.T) {
+	writers := []struct {
+		name string
+		// hookCall is the commitHook call that comes just before the entry's rename: PutAttested
+		// first passes the hook before renaming its objects.
+		hookCall int
+		// prepare stores what the writer needs, before the hook is set, and returns the call.
+		prepare func(t *testing.T, s *Store, subject digest.Digest, statement, bundle []byte) func() error
+	}{
+		{"PutAttestation", 1, func(t *testing.T, s *Store, subject digest.Digest, statement, bundle []byte) func() error {
+			sd, err := s.PutBlob(evidence.MediaTypeStatement, statement)
+			must(t, err)
+			return func() error { return s.PutAttestation(subject, evidence.FromBytes(bundle), sd) }
+		}},
+		{"PutAttested", 2, func(t *testing.T, s *Store, subject digest.Digest, statement, bundle []byte) func() error {
+			return func() error { _, _, err := s.PutAttested(subject, statement, bundle); return err }
+		}},
+	}
+	for _, w := range writers {
+		for _, sw := range swaps {
+			t.Run(w.name+"/"+sw.name, func(t *testing.T) {
+				s := newStore(t)
+				other := newStore(t)
+				subject, statement, bundle := attestedData()
+				put := w.prepare(t, s, subject, statement, bundle)
+				var held, otherNow string
+				calls := 0
+				commitHook = func() {
+					if calls++; calls == w.hookCall {
+						commitHook = nil
+						held, otherNow = sw.swap(t, s.Root(), other.Root())
+					}
+				}
+				t.Cleanup(func() { commitHook = nil })
+				if err := put(); refuse.CodeOf(err) != CodeRootMoved {
+					t.Fatalf("%s: %v, want %s", w.name, err, CodeRootMoved)
+				}
+				if held == "" {
+					t.Fatal("the hook did not swap the store path")
+				}
+				for _, dir := range []string{held, otherNow} {
+					if n := names(t, dir, attestationsRel+"/"+subject.Encoded()); len(n) != 0 {
+						t.Fatalf("%s lists attestations %v", dir, n)
+					}
+				}
+			})
+		}
+	}
+}

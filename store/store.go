@@ -609,19 +609,7 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 	defer release()
 	err = s.commitAt(dirfd, "index/"+kind, key.Encoded(), b)
 	if err == nil {
-		if err := s.checkRoot(); err != nil {
-			// The entry is this call's own (RENAME_NOREPLACE succeeded): the only name the store ever
-			// removes once committed, so that the path's new directory and the held one both end
-			// without it.
-			if uerr := unix.Unlinkat(dirfd, key.Encoded(), 0); uerr != nil {
-				return refuse.Wrap(CodeRootMoved, uerr, "%v; and its index %s entry %s, written in the directory held, could not be removed", err, kind, key)
-			}
-			if serr := unix.Fsync(dirfd); serr != nil {
-				return refuse.Wrap(CodeRootMoved, serr, "%v; and the removal of its index %s entry %s could not be synced", err, kind, key)
-			}
-			return err
-		}
-		return nil
+		return s.withdrawIfMoved(dirfd, key.Encoded(), "index "+kind+" entry "+string(key))
 	}
 	if errors.Is(err, errExists) {
 		old, ok, gerr := s.getIndex(kind, key)
@@ -632,6 +620,25 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 			return refuse.New(CodeIndexConflict, "index %s entry %s exists with another descriptor", kind, key)
 		}
 		return nil
+	}
+	return err
+}
+
+// withdrawIfMoved is the check after an index entry's rename into the held directory dirfd: when
+// the store path no longer names the store opened, the entry name, which this call has just created
+// (RENAME_NOREPLACE succeeded), is removed again and the removal synced, and the call is refused
+// with STORE_ROOT_MOVED. That is the only name the store ever removes once committed, so that the
+// path's new directory and the held one both end without it.
+func (s *Store) withdrawIfMoved(dirfd int, name, what string) error {
+	err := s.checkRoot()
+	if err == nil {
+		return nil
+	}
+	if uerr := unix.Unlinkat(dirfd, name, 0); uerr != nil {
+		return refuse.Wrap(CodeRootMoved, uerr, "%v; and its %s, written in the directory held, could not be removed", err, what)
+	}
+	if serr := unix.Fsync(dirfd); serr != nil {
+		return refuse.Wrap(CodeRootMoved, serr, "%v; and the removal of its %s could not be synced", err, what)
 	}
 	return err
 }
