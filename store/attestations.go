@@ -145,12 +145,11 @@ func (s *Store) PutAttested(subject digest.Digest, statement, bundle []byte) (sd
 	// Checked before anything is written: the statement is stored as the canonical record it must
 	// already be, so that the store keeps exactly the bytes that were signed.
 	for _, o := range [][]byte{statement, bundle} {
-		if len(o) > MaxObjectSize {
-			return sd, bd, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(o), MaxObjectSize)
+		if err := checkSize(o); err != nil {
+			return sd, bd, err
 		}
 	}
-	var probe map[string]any
-	if err := evidence.DecodeRecord(evidence.MediaTypeStatement, statement, &probe); err != nil {
+	if err := checkRecord(evidence.MediaTypeStatement, statement); err != nil {
 		return sd, bd, err
 	}
 	// The index directories are made while the objects are staged: both are metadata writes that

@@ -312,8 +312,8 @@ func (s *Store) putBlob(mediaType string, b []byte) (evidence.Descriptor, error)
 // it. A run stores many objects that earlier runs stored (its inputs, kubectl's unchanged
 // output): those cost a lookup and a re-hash, not a staged copy and an fsync.
 func (s *Store) present(mediaType string, b []byte) (evidence.Descriptor, bool, error) {
-	if len(b) > MaxObjectSize {
-		return evidence.Descriptor{}, false, refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(b), MaxObjectSize)
+	if err := checkSize(b); err != nil {
+		return evidence.Descriptor{}, false, err
 	}
 	sum := sha256.Sum256(b)
 	d := digest.Digest("sha256:" + hex.EncodeToString(sum[:]))
@@ -326,6 +326,21 @@ func (s *Store) present(mediaType string, b []byte) (evidence.Descriptor, bool, 
 	// Anything else under the name, readable or not, is for the full read to judge: the name is
 	// never overwritten.
 	return desc, true, s.same(d)
+}
+
+// checkSize refuses an object over MaxObjectSize before anything of it is written.
+func checkSize(b []byte) error {
+	if len(b) > MaxObjectSize {
+		return refuse.New(CodeObjectTooLarge, "object of %d bytes exceeds %d", len(b), MaxObjectSize)
+	}
+	return nil
+}
+
+// checkRecord holds b to the record rules of mediaType (canonical form, the schema that media
+// type names) without keeping the decoded value.
+func checkRecord(mediaType string, b []byte) error {
+	var probe map[string]any
+	return evidence.DecodeRecord(mediaType, b, &probe)
 }
 
 // same checks the object already committed under d's name: the same content is a no-op,
@@ -368,8 +383,7 @@ func (s *Store) recordBytes(mediaType string, v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var probe map[string]any
-	if err := evidence.DecodeRecord(mediaType, b, &probe); err != nil {
+	if err := checkRecord(mediaType, b); err != nil {
 		return nil, err
 	}
 	if rootMediaTypes[mediaType] {
@@ -531,8 +545,7 @@ func (s *Store) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
 		return nil, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
 	}
 	if _, ok := evidence.RecordSchema(d.MediaType); ok {
-		var probe map[string]any
-		if err := evidence.DecodeRecord(d.MediaType, b, &probe); err != nil {
+		if err := checkRecord(d.MediaType, b); err != nil {
 			return nil, err
 		}
 	}

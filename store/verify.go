@@ -124,8 +124,7 @@ func (s *Store) Verify() (*Report, error) {
 			r.bad(from, err)
 			return
 		}
-		var probe map[string]any
-		if err := evidence.DecodeRecord(d.MediaType, b, &probe); err != nil {
+		if err := checkRecord(d.MediaType, b); err != nil {
 			r.bad(from, err)
 			return
 		}
