@@ -449,7 +449,8 @@ func (c *Cluster) StopEtcd(ctx context.Context) error {
 }
 
 // StartEtcd starts etcd again on the same ports and data directory and returns once the whole
-// cluster is ready again (kube-apiserver reconnects on its own) with the same kube-system UID.
+// cluster is ready again (kube-apiserver reconnects on its own) with the same kube-system UID and
+// every resource's storage answers.
 func (c *Cluster) StartEtcd(ctx context.Context) error {
 	if c.etcd.running() {
 		return errors.New("testcluster: etcd is running")
@@ -457,7 +458,42 @@ func (c *Cluster) StartEtcd(ctx context.Context) error {
 	if err := c.spawn(c.etcd); err != nil {
 		return err
 	}
-	return c.waitReady(ctx)
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	return c.waitStorage(ctx)
+}
+
+// storageSettle bounds waitStorage: gRPC's reconnect backoff, which each of kube-apiserver's
+// etcd clients runs on its own, grows to at most 120 s.
+const storageSettle = 150 * time.Second
+
+// waitStorage returns once a list of every listable resource succeeds. kube-apiserver holds one
+// etcd client per resource, and each reconnects to a restarted etcd on its own backoff; /readyz
+// and the kube-system read prove only their own clients, so a deployment's storage can still
+// answer 5xx seconds later (a rerun's dry-run met exactly that in CI).
+func (c *Cluster) waitStorage(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storageSettle)
+	defer cancel()
+	out, se, err := c.Kubectl(ctx, nil, "api-resources", "--verbs=list", "-o=name")
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(se))
+	}
+	kinds := strings.Join(strings.Fields(string(out)), ",")
+	if kinds == "" {
+		return errors.New("testcluster: the API server lists no resources")
+	}
+	for {
+		_, se, err = c.Kubectl(ctx, nil, "get", kinds, "--all-namespaces", "-o=name", "--request-timeout=5s")
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testcluster: every resource's storage answering after etcd's restart: %w (last: %v: %s)", ctx.Err(), err, bytes.TrimSpace(se))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitRefused returns once a TCP connect to addr is refused (nothing listens there).
