@@ -184,7 +184,7 @@ func (r *faultRun) wantDone(command string, o faultOutcome, uid string, recovere
 	t := r.b.t
 	t.Helper()
 	if o.err != nil {
-		t.Fatalf("%s: %v\n%s", command, o.err, r.b.out.String())
+		t.Fatalf("%s: %v\n%s%s", command, o.err, r.b.out.String(), r.storedStderr(o.err))
 	}
 	switch command {
 	case evidence.CommandPreflight:
@@ -215,11 +215,33 @@ func (r *faultRun) wantDone(command string, o faultOutcome, uid string, recovere
 // wantFault asserts a refusal with code naming step, pointing at the stored stderr of the step,
 // whose own classification agrees (a step ql3 killed at its timeout may have written nothing
 // kubectl classifies), with a hint.
+// storedStderr is the stderr blob an unexpected refusal points at, for the failure message: the
+// store lives in the test's temp dir and is gone once the test ends.
+func (r *faultRun) storedStderr(err error) string {
+	m := reStoreRef.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	st, serr := store.Open(r.b.Store)
+	if serr != nil {
+		return fmt.Sprintf("(the store: %v)", serr)
+	}
+	defer st.Close()
+	b, serr := st.Get(digest.Digest(m[1]))
+	if serr != nil {
+		return fmt.Sprintf("(%s: %v)", m[1], serr)
+	}
+	if len(b) > 4<<10 {
+		b = b[:4<<10]
+	}
+	return fmt.Sprintf("==== %s (the stored stderr)\n%s", m[1], b)
+}
+
 func (r *faultRun) wantFault(err error, code refuse.Code, step string) {
 	t := r.b.t
 	t.Helper()
 	if got := refuse.CodeOf(err); got != code {
-		t.Fatalf("code %q, want %q (%v)\n%s", got, code, err, r.b.out.String())
+		t.Fatalf("code %q, want %q (%v)\n%s%s", got, code, err, r.b.out.String(), r.storedStderr(err))
 	}
 	e, _ := refuse.As(err)
 	msg := e.Message()
