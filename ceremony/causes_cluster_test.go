@@ -65,6 +65,22 @@ func causeBed(t *testing.T, c *testcluster.Cluster, createNamespace bool, extra 
 
 var reStoreRef = regexp.MustCompile(`see: ql3 store cat (sha256:[0-9a-f]{64})`)
 
+// pointedStderr is the stderr blob that text points at ("see: ql3 store cat <digest>"): ref is
+// empty when text points at none.
+func (b *bed) pointedStderr(text string) (ref string, stderr []byte, err error) {
+	m := reStoreRef.FindStringSubmatch(text)
+	if m == nil {
+		return "", nil, nil
+	}
+	st, err := store.Open(b.Store)
+	if err != nil {
+		return m[1], nil, err
+	}
+	defer st.Close()
+	stderr, err = st.Get(digest.Digest(m[1]))
+	return m[1], stderr, err
+}
+
 // wantCause asserts the code, that the message names the step and points at a stored stderr
 // whose own classification agrees, and returns that stderr (saved as golden name when asked).
 func (b *bed) wantCause(err error, code refuse.Code, step, golden string, published int) []byte {
@@ -76,15 +92,10 @@ func (b *bed) wantCause(err error, code refuse.Code, step, golden string, publis
 	if !strings.HasPrefix(msg, step+": ") || r.Hint == "" {
 		t.Fatalf("message %q does not start with step %s, or no hint (%q)", msg, step, r.Hint)
 	}
-	m := reStoreRef.FindStringSubmatch(msg)
-	if m == nil {
+	ref, stderr, serr := b.pointedStderr(msg)
+	if ref == "" {
 		t.Fatalf("message %q does not point at the stored stderr", msg)
 	}
-	st, serr := store.Open(b.Store)
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	stderr, serr := st.Get(digest.Digest(m[1]))
 	if serr != nil {
 		t.Fatalf("the stderr the message points at: %v", serr)
 	}

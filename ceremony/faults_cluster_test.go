@@ -212,31 +212,24 @@ func (r *faultRun) wantDone(command string, o faultOutcome, uid string, recovere
 	}
 }
 
+// storedStderr is the stderr blob an unexpected refusal points at, for the failure message: the
+// store lives in the test's temp dir and is gone once the test ends.
+func (r *faultRun) storedStderr(refusal error) string {
+	ref, b, err := r.b.pointedStderr(refusal.Error())
+	switch {
+	case ref == "":
+		return ""
+	case err != nil:
+		return fmt.Sprintf("(%s: %v)", ref, err)
+	case len(b) > 4<<10:
+		b = b[:4<<10]
+	}
+	return fmt.Sprintf("==== %s (the stored stderr)\n%s", ref, b)
+}
+
 // wantFault asserts a refusal with code naming step, pointing at the stored stderr of the step,
 // whose own classification agrees (a step ql3 killed at its timeout may have written nothing
 // kubectl classifies), with a hint.
-// storedStderr is the stderr blob an unexpected refusal points at, for the failure message: the
-// store lives in the test's temp dir and is gone once the test ends.
-func (r *faultRun) storedStderr(err error) string {
-	m := reStoreRef.FindStringSubmatch(err.Error())
-	if m == nil {
-		return ""
-	}
-	st, serr := store.Open(r.b.Store)
-	if serr != nil {
-		return fmt.Sprintf("(the store: %v)", serr)
-	}
-	defer st.Close()
-	b, serr := st.Get(digest.Digest(m[1]))
-	if serr != nil {
-		return fmt.Sprintf("(%s: %v)", m[1], serr)
-	}
-	if len(b) > 4<<10 {
-		b = b[:4<<10]
-	}
-	return fmt.Sprintf("==== %s (the stored stderr)\n%s", m[1], b)
-}
-
 func (r *faultRun) wantFault(err error, code refuse.Code, step string) {
 	t := r.b.t
 	t.Helper()
@@ -248,16 +241,10 @@ func (r *faultRun) wantFault(err error, code refuse.Code, step string) {
 	if !strings.HasPrefix(msg, step+": ") || e.Hint == "" {
 		t.Fatalf("message %q does not start with step %s, or no hint (%q)", msg, step, e.Hint)
 	}
-	m := reStoreRef.FindStringSubmatch(msg)
-	if m == nil {
+	ref, stderr, serr := r.b.pointedStderr(msg)
+	if ref == "" {
 		t.Fatalf("message %q does not point at the stored stderr", msg)
 	}
-	st, serr := store.Open(r.b.Store)
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	defer st.Close()
-	stderr, serr := st.Get(digest.Digest(m[1]))
 	if serr != nil {
 		t.Fatalf("the stderr the message points at: %v", serr)
 	}
