@@ -426,7 +426,7 @@ func (c *Cluster) PauseAPIServer(ctx context.Context) error {
 	}
 	c.apiserver.paused = true
 	pid := c.apiserver.cmd.Process.Pid
-	return poll(ctx, "kube-apiserver stopped", func() bool { return procState(pid) == 'T' })
+	return poll(ctx, "kube-apiserver stopped", pollLimit, func(context.Context) bool { return procState(pid) == 'T' })
 }
 
 // ResumeAPIServer continues a paused kube-apiserver with SIGCONT and returns once it is ready.
@@ -473,9 +473,7 @@ const storageSettle = 150 * time.Second
 // and the kube-system read prove only their own clients, so a deployment's storage can still
 // answer 5xx seconds later (a rerun's dry-run met exactly that in CI).
 func (c *Cluster) waitStorage(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, storageSettle)
-	defer cancel()
-	out, se, err := c.Kubectl(ctx, nil, "api-resources", "--verbs=list", "-o=name")
+	out, se, err := c.Kubectl(ctx, nil, "api-resources", "--verbs=list", "-o=name", "--request-timeout=5s")
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(se))
 	}
@@ -483,22 +481,23 @@ func (c *Cluster) waitStorage(ctx context.Context) error {
 	if kinds == "" {
 		return errors.New("testcluster: the API server lists no resources")
 	}
-	for {
-		_, se, err = c.Kubectl(ctx, nil, "get", kinds, "--all-namespaces", "-o=name", "--request-timeout=5s")
-		if err == nil {
-			return nil
+	var last error
+	err = poll(ctx, "every resource's storage after etcd's restart", storageSettle, func(ctx context.Context) bool {
+		_, se, err := c.Kubectl(ctx, nil, "get", kinds, "--all-namespaces", "-o=name", "--request-timeout=5s")
+		if err != nil {
+			last = fmt.Errorf("%w: %s", err, bytes.TrimSpace(se))
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("testcluster: every resource's storage answering after etcd's restart: %w (last: %v: %s)", ctx.Err(), err, bytes.TrimSpace(se))
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %v)", err, last)
 	}
+	return nil
 }
 
 // waitRefused returns once a TCP connect to addr is refused (nothing listens there).
 func waitRefused(ctx context.Context, addr string) error {
-	return poll(ctx, addr+" refusing connections", func() bool {
+	return poll(ctx, addr+" refusing connections", pollLimit, func(context.Context) bool {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			conn.Close()
@@ -508,11 +507,14 @@ func waitRefused(ctx context.Context, addr string) error {
 	})
 }
 
-// poll checks cond every 50 ms for up to 60 s (or ctx's deadline).
-func poll(ctx context.Context, what string, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+// pollLimit is how long poll waits for a process or port to change state.
+const pollLimit = 60 * time.Second
+
+// poll checks cond every 50 ms for up to limit (or ctx's deadline); cond gets the bounded context.
+func poll(ctx context.Context, what string, limit time.Duration, cond func(context.Context) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	for !cond() {
+	for !cond(ctx) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("testcluster: waiting for %s: %w", what, ctx.Err())
