@@ -30,10 +30,10 @@ build:
 # (cold: 6-10 minutes and up to 2.3 GB of RAM on 2 cores; warm: well under a second) and prints
 # the directory.
 tools:
-	@internal/tools/build-k8s.sh
-	@internal/tools/build-tool.sh cosign
-	@internal/tools/build-tool.sh registry
-	@internal/tools/build-tool.sh oras
+	@scripts/build-k8s.sh
+	@scripts/build-tool.sh cosign
+	@scripts/build-tool.sh registry
+	@scripts/build-tool.sh oras
 
 $(STATICCHECK):
 	GOBIN=$(dir $(STATICCHECK)) GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -47,8 +47,8 @@ lint: $(STATICCHECK)
 # sampled bytes only; the second run flips every byte of every object and rewrites every field
 # (about 5 minutes on 2 cores).
 test: lint
-	QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) QL3_COSIGN_TOOLS=$$(internal/tools/build-tool.sh cosign)/bin \
-		QL3_TOOL_REGISTRY=$$(internal/tools/build-tool.sh registry) QL3_TOOL_ORAS=$$(internal/tools/build-tool.sh oras) \
+	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) QL3_COSIGN_TOOLS=$$(scripts/build-tool.sh cosign)/bin \
+		QL3_TOOL_REGISTRY=$$(scripts/build-tool.sh registry) QL3_TOOL_ORAS=$$(scripts/build-tool.sh oras) \
 		$(GO) test -race -timeout $(TEST_TIMEOUT) -skip '^TestCeremonyRealFaults$$' ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -run '^(TestTamperEveryObject|TestFieldSweep)$$' ./audit/
 
@@ -57,30 +57,30 @@ test: lint
 # apply and a live audit, on clusters of K8S_MINOR, in four shards side by side. `make test` skips
 # it: in one process it takes about 22 minutes of mostly waiting on the cluster.
 faults:
-	internal/tools/faults.sh
+	scripts/faults.sh
 
 cluster-up:
-	@QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) $(GO) run ./internal/testcluster/cmd/ql3-cluster up
+	@QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) $(GO) run ./internal/testbed/testcluster/cmd/ql3-cluster up
 
 cluster-down:
-	@$(GO) run ./internal/testcluster/cmd/ql3-cluster down
+	@$(GO) run ./internal/testbed/testcluster/cmd/ql3-cluster down
 
 demo: build
-	@QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) internal/tools/demo.sh
+	@QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) scripts/demo.sh
 
 bench:
-	QL3_K8S_TOOLS=$$(internal/tools/build-k8s.sh) $(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) $(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
 
 # matrix runs the real-cluster suite on every supported minor (1.34 to 1.37) and with kubectl one
 # minor older and newer than the API server, building the tools it lacks, and prints a table of
 # cases x cells (docs/testbed.md).
 matrix:
-	internal/tools/matrix.sh
+	scripts/matrix.sh
 
 # bench-matrix runs BenchmarkApply on the newest minor and on 1.34 in one run and prints the ratio
 # of a ql3 apply to the five kubectl calls on each.
 bench-matrix:
-	internal/tools/matrix.sh bench
+	scripts/matrix.sh bench
 
 # fuzz runs every fuzz target for FUZZTIME each; the seed corpora also run in every `make test`.
 fuzz:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // TestRoundTrip attests every receipt and preflight of the captured store with each supported key

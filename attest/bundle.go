@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // CodeBundleInvalid: a stored bundle is not a canonical Sigstore bundle v0.3 of ql3's shape: a

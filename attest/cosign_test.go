@@ -13,7 +13,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 )
 
-// cosignBin returns the cosign built by `internal/tools/build-tool.sh cosign`, named by
+// cosignBin returns the cosign built by `scripts/build-tool.sh cosign`, named by
 // QL3_COSIGN_TOOLS (the bin directory of the entry the builder prints). Without it the test is skipped, and fails
 // under CI=true, where the tool must have been built.
 func cosignBin(t *testing.T) string {
@@ -21,9 +21,9 @@ func cosignBin(t *testing.T) string {
 	dir := os.Getenv("QL3_COSIGN_TOOLS")
 	if dir == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("QL3_COSIGN_TOOLS is not set; CI must build cosign: QL3_COSIGN_TOOLS=$(internal/tools/build-tool.sh cosign)/bin")
+			t.Fatal("QL3_COSIGN_TOOLS is not set; CI must build cosign: QL3_COSIGN_TOOLS=$(scripts/build-tool.sh cosign)/bin")
 		}
-		t.Skip("QL3_COSIGN_TOOLS is not set (QL3_COSIGN_TOOLS=$(internal/tools/build-tool.sh cosign)/bin)")
+		t.Skip("QL3_COSIGN_TOOLS is not set (QL3_COSIGN_TOOLS=$(scripts/build-tool.sh cosign)/bin)")
 	}
 	bin := filepath.Join(dir, "cosign")
 	if _, err := os.Stat(bin); err != nil {

@@ -18,8 +18,8 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/attest"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // TestSigningKeyRefusals: each class of bad signing key file is refused with its code.

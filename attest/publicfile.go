@@ -6,8 +6,8 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // readPublicFile is the one place a public (not private) named file is read: a public key given

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func TestCanonicalDecimal(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/audit/internal/audittest"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // TestCommittedStoresPass: every receipt and preflight report of the committed stores passes, in

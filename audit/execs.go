@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/qinglong/ql3/ceremony/convergence"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl/argv"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/argv"
+	"github.com/qinglong/ql3/verdict/convergence"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // execRun is one loaded exec record and its stored output.

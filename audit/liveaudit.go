@@ -6,9 +6,9 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony/convergence"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/convergence"
 )
 
 // KindLiveAudit is the subject kind of a live-audit report.

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qinglong/ql3/ceremony/plan"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/plan"
 )
 
 // Reason codes of the plan check.

@@ -6,10 +6,10 @@ import (
 
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/audit/internal/audittest"
-	"github.com/qinglong/ql3/ceremony/plan"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/plan"
 )
 
 // TestPlanCheck: a preflight's stored plan is re-derived by its own check, as the subject

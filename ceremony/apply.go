@@ -7,12 +7,12 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony/convergence"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/buildinfo"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/convergence"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // Reason codes of the apply ceremony.

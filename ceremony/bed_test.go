@@ -18,13 +18,13 @@ import (
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ceremonytest"
-	"github.com/qinglong/ql3/internal/refuse"
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 
-// The ceremony runs against the real kube-apiserver, etcd and kubectl of internal/testcluster.
+// The ceremony runs against the real kube-apiserver, etcd and kubectl of internal/testbed/testcluster.
 var cluster *testcluster.Cluster
 
 // childEnv names the command file a re-executed test binary runs; killEnv says where the child

@@ -22,16 +22,16 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/ceremony"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ceremonytest"
-	"github.com/qinglong/ql3/internal/refuse"
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // goldenEnv, when set, makes the cause tests write the stderr each refused step stored to
-// ceremony/kubeout/testdata/stderr, the real-kubectl texts kubeout's table test reads.
+// verdict/kubeout/testdata/stderr, the real-kubectl texts kubeout's table test reads.
 const goldenEnv = "QL3_UPDATE_GOLDEN"
 
 // causeBed is a bed on cluster c (the package's or a test's own) whose end-of-test check scans

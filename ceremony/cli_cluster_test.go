@@ -13,9 +13,9 @@ import (
 	auditpkg "github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ceremonytest"
 	"github.com/qinglong/ql3/internal/kubeconfig"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // buildQL3 builds cmd/ql3 into a private directory of t.

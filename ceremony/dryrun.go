@@ -8,8 +8,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony/kubeout"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // Reason codes of a failed server-side dry-run, classified from kubectl's stderr.

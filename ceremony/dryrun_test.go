@@ -6,8 +6,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony/kubeout"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 func TestClassifyDryRun(t *testing.T) {

@@ -12,11 +12,11 @@ import (
 
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // faultStepTimeout is the step timeout of a run against a paused API server: ql3 kills kubectl

@@ -10,8 +10,8 @@ import (
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ceremonytest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 

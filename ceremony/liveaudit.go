@@ -9,16 +9,16 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony/convergence"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/kubectl"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/convergence"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // Reason codes of the live audit.

@@ -14,8 +14,8 @@ import (
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 

@@ -3,8 +3,8 @@ package ceremony
 import (
 	"fmt"
 
-	"github.com/qinglong/ql3/ceremony/plan"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/verdict/plan"
 )
 
 // plan compares this preflight's release with the latest receipt of the same cluster in the same

@@ -11,11 +11,11 @@ import (
 	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 )
 
-// Anchors in the kubeconfig internal/testcluster renders; each edit inserts lines after one.
+// Anchors in the kubeconfig internal/testbed/testcluster renders; each edit inserts lines after one.
 const (
 	kcUsers     = "users:\n"
 	kcAdminUser = "- name: ql3-admin\n  user:\n"

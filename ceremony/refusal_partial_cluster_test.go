@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/ceremony"
-	"github.com/qinglong/ql3/ceremony/convergence"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/convergence"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // partialApplied is what every refusal after the mutation must tell the operator.

@@ -12,9 +12,9 @@ import (
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
-	"github.com/qinglong/ql3/internal/ceremonytest"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // change is a change made to one input between two ceremony steps. undo (may be nil) restores

@@ -5,8 +5,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/qinglong/ql3/ceremony/plan"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/verdict/plan"
 )
 
 // Supersede names the later receipt of the same cluster that supersedes a returned receipt.

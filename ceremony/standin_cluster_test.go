@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/qinglong/ql3/ceremony"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
 	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
-	"github.com/qinglong/ql3/internal/kubectl/kubectltest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testbed/kubectltest"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // standInBed is a bed whose command pins a stand-in kubectl (testdata/standin-kubectl) in mode.

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/opencontainers/go-digest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 var (

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 
 	"github.com/opencontainers/go-digest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // CodeDigestInvalid is raised for any digest that is not "sha256:" followed by 64 lower-case hex

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func TestParseDigest(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // CodeCanonicalize is raised when the wrapped RFC 8785 library fails on input the strict parser

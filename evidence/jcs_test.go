@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func TestCanonicalizeRFC8785Examples(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/opencontainers/go-digest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reason codes of the record layer.

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/opencontainers/go-digest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func dg(s string) digest.Digest { return FromBytes([]byte(s)) }

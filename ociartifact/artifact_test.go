@@ -15,9 +15,9 @@ import (
 
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ocitest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testbed/ocitest"
 	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/ocitest"
+	"github.com/qinglong/ql3/internal/testbed/ocitest"
 	"github.com/qinglong/ql3/ociartifact"
 )
 

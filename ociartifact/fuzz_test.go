@@ -12,8 +12,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/refuse"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite testdata/fuzz/FuzzParseManifest from store-1000")

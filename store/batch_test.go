@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // A batch's objects are not in the store until Sync, and are then like any committed object.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // testObject is one object of a test batch: its media type and its exact bytes.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/input"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reason codes raised by this package.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
 )
 
 // bed is one release materialized into its own namespace, with private copies of its inputs and

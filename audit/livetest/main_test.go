@@ -1,5 +1,5 @@
 // Package livetest audits receipts and preflight reports that the real ceremony has just produced
-// against the real kube-apiserver, etcd and kubectl of internal/testcluster: a straight apply, an
+// against the real kube-apiserver, etcd and kubectl of internal/testbed/testcluster: a straight apply, an
 // apply killed after its server-side apply and recovered on the rerun, and a preflight of another
 // target; then every tamper class on them. With -update it rewrites the stores the offline tests
 // (package audit) replay: ../testdata/store and ../testdata/store-1000.
@@ -13,7 +13,7 @@ import (
 
 	"github.com/qinglong/ql3/audit/internal/audittest"
 	"github.com/qinglong/ql3/ceremony"
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 var (

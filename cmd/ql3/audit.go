@@ -10,8 +10,8 @@ import (
 
 	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // auditOptions are the flags and argument of `ql3 audit`.

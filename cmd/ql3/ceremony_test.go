@@ -9,8 +9,8 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
-	"github.com/qinglong/ql3/internal/ceremonytest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func TestCeremonyCommandRequiresFile(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Argument codes: each is a usage error (exit status 2), raised before anything is read.

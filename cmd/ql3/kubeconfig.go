@@ -10,8 +10,8 @@ import (
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/kubeconfig"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // CodeKubeconfigViolations: ql3 kubeconfig check found one or more policy violations.

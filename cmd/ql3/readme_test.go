@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 // readmeFlow returns the operator flow's shell block from README.md, verbatim.

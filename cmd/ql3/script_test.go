@@ -24,8 +24,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ocitest"
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/ocitest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 // TestScripts pins the exact stdout, stderr and exit status of every command, in text and in json,

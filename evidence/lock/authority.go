@@ -7,7 +7,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/manifest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reason codes of an image-authority resource (and of release annotations elsewhere).

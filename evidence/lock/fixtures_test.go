@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // -update recomputes the derived fields of the fixtures (see testdata/lock/README.md): the

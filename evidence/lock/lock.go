@@ -9,7 +9,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/manifest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Byte ceilings of the two inputs. Verify refuses larger input before reading it; callers that

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/qinglong/ql3/evidence/manifest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // workload is a kind whose pod spec ql3 knows where to find.

@@ -11,7 +11,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // report is the closed shape of a v2 lock report; evidence.DecodeStrict refuses unknown, missing

@@ -2,7 +2,7 @@ package lock
 
 import (
 	"github.com/qinglong/ql3/evidence/manifest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // CodeUnknownAuthority: the image authority ghcr.io/qinglong appears somewhere other than the

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reason codes of the per-document checks.

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 var update = flag.Bool("update", false, "rewrite the FuzzParseManifest seeds from the testdata/lock fixtures")

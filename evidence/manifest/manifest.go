@@ -21,7 +21,7 @@ import (
 
 	kyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Limits. They bound memory and recursion for hostile input; a release manifest is a few KiB and

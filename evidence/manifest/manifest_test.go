@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // head is the identity every vector object starts with.

@@ -6,7 +6,7 @@ import (
 
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reason codes of the node-level checks (goyaml.v3 tree of one document).

@@ -3,7 +3,7 @@ package manifest
 import (
 	"bytes"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reread reads manifest bytes again that Parse accepted when they were stored, for a reader that

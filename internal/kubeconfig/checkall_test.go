@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // TestCheckAllEveryClass: for every refusal vector, CheckAll lists at least one violation, its

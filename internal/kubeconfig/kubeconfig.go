@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // MaxSize bounds the kubeconfig we are willing to parse; a real one is a few KiB.

@@ -6,7 +6,7 @@ import (
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // forbidden maps a key (lower-cased, so a case variant cannot slip past) inside a users[].user or

@@ -1,6 +1,6 @@
 package kubectl
 
-import "github.com/qinglong/ql3/internal/kubectl/argv"
+import "github.com/qinglong/ql3/verdict/argv"
 
 // The invocation's definition lives in package argv; these names keep the runner's tests short.
 var (

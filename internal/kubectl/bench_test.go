@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl/kubectltest"
+	"github.com/qinglong/ql3/internal/testbed/kubectltest"
 )
 
 // BenchmarkIdentityRead is one identity read through the Runner: private directory, kubeconfig

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 var cluster *testcluster.Cluster

@@ -13,7 +13,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/kubectl/rundir"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // TestRunRefusesBeforeStarting covers every refusal raised before kubectl starts: none of them

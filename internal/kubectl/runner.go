@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qinglong/ql3/internal/kubectl/argv"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/argv"
 )
 
 const (

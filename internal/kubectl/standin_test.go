@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl/kubectltest"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/kubectltest"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // standInRunner is a Runner over a freshly built stand-in.

@@ -14,8 +14,8 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl/kubectltest"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/kubectltest"
 )
 
 // killedRunEnv, set in a re-executed test binary, makes TestMain run killedRunChild instead of

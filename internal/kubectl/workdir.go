@@ -4,8 +4,8 @@ import (
 	"errors"
 	"os"
 
-	"github.com/qinglong/ql3/internal/kubectl/argv"
 	"github.com/qinglong/ql3/internal/kubectl/rundir"
+	"github.com/qinglong/ql3/verdict/argv"
 )
 
 // The run directory's codes are raised by internal/kubectl/rundir.

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/kubectl/argv"
+	"github.com/qinglong/ql3/verdict/argv"
 )
 
 // TestWorkdirNameIsCanonical: the directory a run makes is one the invocation check accepts.

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 var release = filepath.Join("..", "..", "testdata", "release-3.4.1")

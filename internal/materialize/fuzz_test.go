@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // seeds returns the committed corpus of a fuzz target, rewriting it first under -update. Go's

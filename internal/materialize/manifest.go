@@ -11,7 +11,7 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // MaxManifestBytes bounds the unlocked and the locked manifest, the verifier's default ceiling.

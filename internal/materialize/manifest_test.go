@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // edited returns the release's unlocked manifest with each old replaced by new exactly once,

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // The five release annotations, in the order of the lock report's annotations member.

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func released(t *testing.T) *Result {

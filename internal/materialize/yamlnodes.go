@@ -7,7 +7,7 @@ import (
 
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // checkNodes is the second, independent anchor/alias/tag/merge-key check of a document: it reads

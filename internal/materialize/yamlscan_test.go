@@ -3,7 +3,7 @@ package materialize
 import (
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // TestScanSubset pins the scanner on YAML where the line structure decides whether an indicator

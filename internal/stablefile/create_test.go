@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 func TestCreate(t *testing.T) {

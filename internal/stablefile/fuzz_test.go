@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // FuzzCheckPath holds checkPath to its contract: it accepts exactly the absolute paths that are

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // nobody is the uid the ownership tests chown to: neither root nor the test's uid.

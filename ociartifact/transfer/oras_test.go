@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/audit"
-	"github.com/qinglong/ql3/internal/ocitest"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/internal/testbed/ocitest"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/ociartifact/transfer"
+	"github.com/qinglong/ql3/refuse"
 )
 
-// oras runs the oras CLI (v1.3.6, built by internal/tools/build-tool.sh) in dir with the
+// oras runs the oras CLI (v1.3.6, built by scripts/build-tool.sh) in dir with the
 // registry's CA and the Docker config the test set; its output is scanned for the password.
 func oras(t testing.TB, r *ocitest.Registry, dir string, args ...string) string {
 	t.Helper()

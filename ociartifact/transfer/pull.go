@@ -12,8 +12,8 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 

@@ -9,10 +9,10 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/audit"
-	"github.com/qinglong/ql3/ceremony/convergence"
-	"github.com/qinglong/ql3/ceremony/kubeout"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/kubectl/argv"
+	"github.com/qinglong/ql3/verdict/argv"
+	"github.com/qinglong/ql3/verdict/convergence"
+	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
 // Exec positions in a receipt.

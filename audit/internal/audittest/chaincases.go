@@ -8,7 +8,7 @@ import (
 
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // chainCases hold the chain's exec records to one kubectl process each (issue 13): every case

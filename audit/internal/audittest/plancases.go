@@ -2,9 +2,9 @@ package audittest
 
 import (
 	"github.com/qinglong/ql3/audit"
-	"github.com/qinglong/ql3/ceremony/plan"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/lock"
+	"github.com/qinglong/ql3/verdict/plan"
 )
 
 // forgerSource reads what the forger's store holds, for plan.Compute.

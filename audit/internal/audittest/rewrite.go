@@ -8,7 +8,7 @@ import (
 
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/refuse"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Fixture is a store of two real apply ceremonies (Roots) and what the rewrite cases splice in.

@@ -17,7 +17,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
 	"github.com/qinglong/ql3/store"
 )
 

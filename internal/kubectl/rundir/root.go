@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/qinglong/ql3/internal/refuse"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // Reason codes of the root ($TMPDIR) of the run directories.

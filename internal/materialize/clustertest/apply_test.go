@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/qinglong/ql3/internal/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 var cluster *testcluster.Cluster
