@@ -64,6 +64,19 @@ func (a *auditor) liveAudit(root evidence.Descriptor) {
 	if runs != nil && receiptOK {
 		a.liveVerdictsCheck(r, runs, &la, &rc)
 	}
+	if runs != nil {
+		a.recordTimes("record times", []span{{"live-audit report", la.StartedAt, la.FinishedAt, runs}}, func() error {
+			var last []execRun
+			if receiptOK && len(rc.Execs) > 0 {
+				var er execRun
+				if err := a.load(rc.Execs[len(rc.Execs)-1], evidence.MediaTypeExec, &er.rec); err != nil {
+					return err
+				}
+				last = []execRun{er}
+			}
+			return follows("the live-audit report", runs, "its receipt", last)
+		})
+	}
 	a.published("published", evidence.IndexLiveAudits, root, root)
 }
 

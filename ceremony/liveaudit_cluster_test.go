@@ -237,6 +237,25 @@ func TestLiveAuditTamperedVerdict(t *testing.T) {
 		t.Fatalf("tampered report: code %q, want %s (%v)", got, audit.CodeLiveVerdicts, ar.Err())
 	}
 	b.forged = append(b.forged, d.Digest)
+
+	// Finding 6 of issue 22: the report's own finishedAt moved to 2099 (published again) fails
+	// the binding of its times to its exec records'.
+	la = b.liveReport(res.Report)
+	la.FinishedAt = "2099-01-01T00:00:00Z"
+	d, _, err = st.PutRecord(evidence.MediaTypeLiveAudit, la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+		t.Fatal(err)
+	}
+	if ar, err = audit.Audit(st, d.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if got := refuse.CodeOf(ar.Err()); got != audit.CodeRecordTime {
+		t.Fatalf("report finished in 2099: code %q, want %s (%v)", got, audit.CodeRecordTime, ar.Err())
+	}
+	b.forged = append(b.forged, d.Digest)
 }
 
 func TestLiveAuditBadInput(t *testing.T) {
