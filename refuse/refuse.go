@@ -12,7 +12,6 @@ package refuse
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -58,27 +57,27 @@ func (e *Error) Message() string {
 		}
 		return e.Msg + ": " + inner.Error()
 	}
-	return fmt.Sprintf("%s: %v", e.Msg, e.Err)
+	return e.Msg + ": " + escapeControls(e.Err.Error())
 }
 
 // New returns a refusal of class Refused.
 func New(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Msg: sprintf(format, args...)}
 }
 
 // Wrap returns a refusal of class Refused that keeps err as its cause.
 func Wrap(code Code, err error, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: err}
+	return &Error{Code: code, Msg: sprintf(format, args...), Err: err}
 }
 
 // NewUsage returns a refusal of class Usage (exit status 2).
 func NewUsage(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Class: Usage, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Class: Usage, Msg: sprintf(format, args...)}
 }
 
 // WithHint sets the hint and returns e, for chaining at the raise site.
 func (e *Error) WithHint(format string, args ...any) *Error {
-	e.Hint = fmt.Sprintf(format, args...)
+	e.Hint = sprintf(format, args...)
 	return e
 }
 

@@ -151,8 +151,9 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	if err := stablefile.Create("command file", o.out, raw); err != nil {
 		return err
 	}
-	next := "ql3 preflight --command-file=" + o.out + " --write-apply-command=" +
-		strings.TrimSuffix(o.out, filepath.Ext(o.out)) + "-apply.json"
+	// The next command runs as printed: every argument shell-quoted (finding 16 of issue 22).
+	next := refuse.ShellLine("ql3", "preflight", "--command-file="+o.out,
+		"--write-apply-command="+strings.TrimSuffix(o.out, filepath.Ext(o.out))+"-apply.json")
 	res := struct {
 		OK      bool             `json:"ok"`
 		Path    string           `json:"path"`
@@ -162,14 +163,17 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 		Next    string           `json:"next"`
 	}{true, o.out, evidence.FromBytes(raw), off.ReleaseVersion, c, next}
 	var b strings.Builder
-	fmt.Fprintf(&b, "wrote %s (%s)\n", o.out, res.Digest)
-	fmt.Fprintf(&b, "store        %s\n", c.Store)
-	fmt.Fprintf(&b, "manifest     %s %s (%d resources)\n", c.Manifest.Path, c.Manifest.Digest, off.Resources)
-	fmt.Fprintf(&b, "lock report  %s %s (qinglong %s, commit %s)\n", c.LockReport.Path, c.LockReport.Digest, off.ReleaseVersion, off.CatalogCommit)
+	// Every path and value is quoted when it holds a control character: the review shows only
+	// lines ql3 wrote.
+	q := refuse.Quoted
+	fmt.Fprintf(&b, "wrote %s (%s)\n", q(o.out), res.Digest)
+	fmt.Fprintf(&b, "store        %s\n", q(c.Store))
+	fmt.Fprintf(&b, "manifest     %s %s (%d resources)\n", q(c.Manifest.Path), c.Manifest.Digest, off.Resources)
+	fmt.Fprintf(&b, "lock report  %s %s (qinglong %s, commit %s)\n", q(c.LockReport.Path), c.LockReport.Digest, q(off.ReleaseVersion), q(off.CatalogCommit))
 	k := off.Kubeconfig
-	fmt.Fprintf(&b, "kubeconfig   %s %s\n", c.Kubeconfig.Path, c.Kubeconfig.Digest)
-	fmt.Fprintf(&b, "context      %s (server %s, user %s, auth %s)\n", c.Kubeconfig.Context, k.Server, refuse.Ident(k.User), k.AuthKind)
-	fmt.Fprintf(&b, "kubectl      %s %s\n", c.Kubectl.Path, c.Kubectl.Digest)
+	fmt.Fprintf(&b, "kubeconfig   %s %s\n", q(c.Kubeconfig.Path), c.Kubeconfig.Digest)
+	fmt.Fprintf(&b, "context      %s (server %s, user %s, auth %s)\n", q(c.Kubeconfig.Context), q(k.Server), refuse.Ident(k.User), q(k.AuthKind))
+	fmt.Fprintf(&b, "kubectl      %s %s\n", q(c.Kubectl.Path), c.Kubectl.Digest)
 	fmt.Fprintf(&b, "cluster uid  %s (as given: the preflight refuses any other cluster)\n", c.ExpectedClusterUID)
 	fmt.Fprintf(&b, "next: %s", next)
 	return o.root.printResult(s.out, res, b.String())
@@ -218,7 +222,7 @@ func (o *commandNewOptions) runFromReceipt(s streams) error {
 	if err := stablefile.Create("command file", o.out, raw); err != nil {
 		return err
 	}
-	next := "ql3 live-audit --command-file=" + o.out
+	next := refuse.ShellLine("ql3", "live-audit", "--command-file="+o.out)
 	return o.root.printResult(s.out, struct {
 		OK      bool             `json:"ok"`
 		Path    string           `json:"path"`
@@ -227,7 +231,7 @@ func (o *commandNewOptions) runFromReceipt(s streams) error {
 		Command evidence.Command `json:"command"`
 		Next    string           `json:"next"`
 	}{true, o.out, evidence.FromBytes(raw), rc.Lock.ReleaseVersion, c, next},
-		fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s", o.out, evidence.FromBytes(raw), rd, rc.Lock.ReleaseVersion, rc.ClusterUID, next))
+		fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s", refuse.Quoted(o.out), evidence.FromBytes(raw), rd, refuse.Quoted(rc.Lock.ReleaseVersion), refuse.Quoted(rc.ClusterUID), next))
 }
 
 // getRecord reads a record of mediaType from the store (re-hashed, canonical, closed shape).
