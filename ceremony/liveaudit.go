@@ -48,6 +48,7 @@ type LiveAuditResult struct {
 	Converged     int                    `json:"converged"`
 	Objects       int                    `json:"objects"`
 	Verdicts      []evidence.LiveVerdict `json:"verdicts"`
+	Repair        *Repair                `json:"repair,omitempty"` // when an object has not converged
 }
 
 // WriteText prints one line per object that has not converged, then the summary line.
@@ -57,6 +58,9 @@ func (r *LiveAuditResult) WriteText(w io.Writer) {
 			continue
 		}
 		fmt.Fprintln(w, VerdictLine(v))
+	}
+	if r.Repair != nil {
+		r.Repair.WriteText(w, r.Release)
 	}
 	fmt.Fprintln(w, r.Summary())
 }
@@ -259,9 +263,13 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 	}
 	res.OK = res.Converged == res.Objects
 	if !res.OK {
+		res.Repair = s.buildRepair(conv.stdout, string(res.Report))
+		hint := "run the repair commands printed above, in order: they hand the fields back without --force-conflicts and re-assert the release (docs/lifecycle.md, repairing drift)"
+		if res.Repair.Error != "" {
+			hint = "re-assert the release with a new preflight and apply of its lock once the fields other managers hold are handed back (docs/lifecycle.md, repairing drift)"
+		}
 		return res, refuse.New(CodeLiveDrift, "%d of %d objects of receipt %s (release %s) have not converged; live-audit report %s published",
-			res.Objects-res.Converged, res.Objects, res.Receipt, res.Release, res.Report).
-			WithHint("re-assert a release with a new preflight and apply of its lock (a roll-forward); ql3 never deletes")
+			res.Objects-res.Converged, res.Objects, res.Receipt, res.Release, res.Report).WithHint("%s", hint)
 	}
 	return res, nil
 }

@@ -65,6 +65,7 @@ func TestScripts(t *testing.T) {
 			"digest-env":   cmdDigestEnv,
 			"gen-key":      cmdGenKey,
 			"replace":      cmdReplace,
+			"run-printed":  cmdRunPrinted,
 		},
 	})
 }
@@ -336,5 +337,47 @@ func cmdClusterEnv(ts *testscript.TestScript, neg bool, args []string) {
 func stopScriptCluster() {
 	if scriptCluster.c != nil {
 		_ = scriptCluster.c.Stop()
+	}
+}
+
+// cmdRunPrinted runs, verbatim and in order, every command line the last command printed under its
+// line starting with HEADER: the lines indented by two spaces that follow it. Each runs as one
+// `sh -c LINE` with the script's environment (ql3 is on its PATH), and must exit 0; it stops at
+// the first that fails. With FIRST, only the first N lines run.
+//
+//	run-printed HEADER [N]
+func cmdRunPrinted(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: run-printed HEADER [N]")
+	}
+	limit := -1
+	if len(args) == 2 {
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		limit = n
+	}
+	var lines []string
+	in := false
+	for _, l := range strings.Split(ts.ReadFile("stdout"), "\n") {
+		switch {
+		case strings.HasPrefix(l, args[0]):
+			in = true
+		case in && strings.HasPrefix(l, "  "):
+			lines = append(lines, strings.TrimPrefix(l, "  "))
+		default:
+			in = false
+		}
+	}
+	if len(lines) == 0 {
+		ts.Fatalf("no command lines under %q in stdout", args[0])
+	}
+	if limit >= 0 && limit < len(lines) {
+		lines = lines[:limit]
+	}
+	for _, l := range lines {
+		ts.Logf("run-printed: %s", l)
+		if err := ts.Exec("sh", "-c", l); err != nil {
+			ts.Fatalf("%s: %v", l, err)
+		}
 	}
 }
