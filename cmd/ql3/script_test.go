@@ -340,25 +340,28 @@ func stopScriptCluster() {
 	}
 }
 
-// cmdRunPrinted runs, verbatim and in order, every command line the last command printed under its
-// line starting with HEADER: the lines indented by two spaces that follow it. Each runs as one
-// `sh -c LINE` with the script's environment (ql3 is on its PATH), and must exit 0; it stops at
-// the first that fails. With FIRST, only the first N lines run.
+// cmdRunPrinted runs, verbatim and in order, the command lines printed under the line starting
+// with HEADER: the lines indented by two spaces that follow it, in the last command's stdout, or
+// in FILE when given (a copy of an earlier stdout). Each runs as one `sh -c LINE` with the
+// script's environment (ql3 is on its PATH) and must exit 0; it stops at the first that fails.
+// FIRST and LAST (1-based, inclusive) run only those lines.
 //
-//	run-printed HEADER [N]
+//	run-printed [-f FILE] HEADER [FIRST LAST]
 func cmdRunPrinted(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: run-printed HEADER [N]")
-	}
-	limit := -1
-	if len(args) == 2 {
-		n, err := strconv.Atoi(args[1])
+	text := ""
+	if len(args) >= 2 && args[0] == "-f" {
+		b, err := os.ReadFile(ts.MkAbs(args[1]))
 		ts.Check(err)
-		limit = n
+		text, args = string(b), args[2:]
+	} else {
+		text = ts.ReadFile("stdout")
+	}
+	if neg || (len(args) != 1 && len(args) != 3) {
+		ts.Fatalf("usage: run-printed [-f FILE] HEADER [FIRST LAST]")
 	}
 	var lines []string
 	in := false
-	for _, l := range strings.Split(ts.ReadFile("stdout"), "\n") {
+	for _, l := range strings.Split(text, "\n") {
 		switch {
 		case strings.HasPrefix(l, args[0]):
 			in = true
@@ -369,10 +372,17 @@ func cmdRunPrinted(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	if len(lines) == 0 {
-		ts.Fatalf("no command lines under %q in stdout", args[0])
+		ts.Fatalf("no command lines under %q", args[0])
 	}
-	if limit >= 0 && limit < len(lines) {
-		lines = lines[:limit]
+	if len(args) == 3 {
+		first, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		last, err := strconv.Atoi(args[2])
+		ts.Check(err)
+		if first < 1 || last > len(lines) || first > last {
+			ts.Fatalf("lines %d to %d of %d", first, last, len(lines))
+		}
+		lines = lines[first-1 : last]
 	}
 	for _, l := range lines {
 		ts.Logf("run-printed: %s", l)
