@@ -45,12 +45,12 @@ type StatusOptions struct {
 // StatusReceipt is one current receipt: the last published receipt of the cluster for some of
 // its objects (plan.Lineage.Current), what it superseded, and its live audit.
 type StatusReceipt struct {
-	Receipt     digest.Digest    `json:"receipt"`
-	Release     string           `json:"release"`
-	FinishedAt  string           `json:"finishedAt"`
-	Target      digest.Digest    `json:"target"`
-	Objects     int              `json:"objects"`
-	Supersedes  []Supersede      `json:"supersedes"`
+	Receipt    digest.Digest `json:"receipt"`
+	Release    string        `json:"release"`
+	FinishedAt string        `json:"finishedAt"`
+	Target     digest.Digest `json:"target"`
+	Objects    int           `json:"objects"`
+	Supersedes []Supersede   `json:"supersedes"`
 	// LeftBehind: a later receipt of the cluster took over the receipt's other objects; these it
 	// still is the last receipt of, left behind in the cluster (ql3 never deletes). Such a
 	// receipt is not live-audited: its audit would report the taken-over objects as drift.
