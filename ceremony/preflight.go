@@ -77,13 +77,9 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 		return nil, err
 	}
 	defer s.close()
-	p := &progress{w: opts.Progress, total: 7, now: opts.Now}
 	var plan *evidence.Descriptor
 	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store}
-	steps := []struct {
-		title string
-		f     func() error
-	}{
+	steps := []step{
 		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash. A bad
 		// --write-apply-command path is refused with the other offline checks, before any network step.
 		{"read and verify inputs, offline checks", func() error {
@@ -117,15 +113,13 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 			return WriteApplyCommand(opts.WriteApplyCommand, pc, res.Preflight)
 		}},
 	}
-	for _, st := range steps {
-		if err := p.step(st.title, st.f); err != nil {
-			if res.Preflight != "" {
-				// The report is published: the caller prints its digest with the refusal, so the
-				// operator can still write the apply command by hand or with ql3 command new.
-				return res, err
-			}
-			return nil, err
+	if err := runSteps(opts.Progress, opts.Now, steps); err != nil {
+		if res.Preflight != "" {
+			// The report is published: the caller prints its digest with the refusal, so the
+			// operator can still write the apply command by hand or with ql3 command new.
+			return res, err
 		}
+		return nil, err
 	}
 	res.OK = true
 	return res, nil
