@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/buildinfo"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/refuse"
@@ -32,7 +33,7 @@ const partialHint = "nothing was rolled back and no receipt was published; the c
 	"audit live state with kubectl get --show-managed-fields, then rerun this apply command to roll forward " +
 	"(it recovers from its intent) or apply an earlier lock"
 
-func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.File) (*Result, error) {
+func apply(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (*Result, error) {
 	s, err := newSession(opts, pc, f)
 	if err != nil {
 		return nil, err

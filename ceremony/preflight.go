@@ -14,7 +14,7 @@ import (
 // CommandFile is a command file read as a stable private input and parsed. It is re-verified
 // before every network step of the run that executes it.
 type CommandFile struct {
-	Parsed *ParsedCommand
+	Parsed *command.Parsed
 	file   *stablefile.File
 }
 
@@ -63,7 +63,7 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 	return Run(ctx, opts, evidence.CommandApply)
 }
 
-func newSession(opts Options, pc *ParsedCommand, f *stablefile.File) (*session, error) {
+func newSession(opts Options, pc *command.Parsed, f *stablefile.File) (*session, error) {
 	st, err := store.Open(pc.Command.Store)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func newSession(opts Options, pc *ParsedCommand, f *stablefile.File) (*session, 
 	return &session{opts: opts, pc: pc, cmdFile: f, st: st, started: opts.Now()}, nil
 }
 
-func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.File) (*Result, error) {
+func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (*Result, error) {
 	s, err := newSession(opts, pc, f)
 	if err != nil {
 		return nil, err
