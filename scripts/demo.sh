@@ -4,7 +4,7 @@
 # `store: <abs path>` and `receipt: sha256:<hex>`.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/../.." && pwd -P)
+root=$(cd "$(dirname "$0")/.." && pwd -P)
 cd "$root"
 ql3="$root/bin/ql3"
 : "${QL3_K8S_TOOLS:?QL3_K8S_TOOLS must name the k8s tools dir (make demo sets it)}"

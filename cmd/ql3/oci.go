@@ -29,7 +29,6 @@ func (f *registryFlags) options() transfer.Options {
 	return transfer.Options{PlainHTTP: f.plainHTTP, CAFile: f.caFile}
 }
 
-
 // attachments are the attestation bundles of root in st, attached to its artifact as referrers.
 func attachments(st *store.Store, root digest.Digest) ([]ociartifact.Attachment, error) {
 	es, err := st.ListAttestations(root)
