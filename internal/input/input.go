@@ -18,8 +18,7 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// Reason codes of any input read. INPUT_NOT_FOUND and INPUT_READ are usage class (exit 2): the
-// input cannot be read at all. The others are refusals (exit 1).
+// Reason codes of any input read; each exits 1 (refuse.ExitStatus).
 const (
 	// CodeNotRegular: the input is a directory, fifo, device or socket.
 	CodeNotRegular refuse.Code = "INPUT_NOT_REGULAR"
