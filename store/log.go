@@ -83,7 +83,7 @@ func parseName(name string) (int64, bool) {
 func CheckOrigin(origin string) error {
 	if origin == "" || len(origin) > maxOriginLength || strings.TrimSpace(origin) != origin || !utf8.ValidString(origin) ||
 		strings.ContainsAny(origin, "\n\r\t") || strings.ContainsRune(origin, '+') || strings.ContainsRune(origin, ' ') {
-		return refuse.NewUsage(deploylog.CodeOrigin, "log origin %q: want a short name without space, tab, plus or newline (e.g. example.com/ql3/prod)", origin)
+		return refuse.New(deploylog.CodeOrigin, "log origin %q: want a short name without space, tab, plus or newline (e.g. example.com/ql3/prod)", origin)
 	}
 	return nil
 }
