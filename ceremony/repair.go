@@ -110,7 +110,7 @@ func (s *session) buildRepair(stdout []byte, report string) *Repair {
 				}
 			}
 		}
-		r.Steps = append(r.Steps, step(argv, file, fmt.Sprintf("hand the fields of %s %s held by %s back (their managedFields members removed; refused by the server if the object changed since this audit)",
+		r.Steps = append(r.Steps, repairStep(argv, file, fmt.Sprintf("hand the fields of %s %s held by %s back (their managedFields members removed; refused by the server if the object changed since this audit)",
 			h.Object.Kind, objectName(h.Object.Namespace, h.Object.Name), strings.Join(holders, ", "))))
 	}
 	pre := *c
@@ -126,14 +126,14 @@ func (s *session) buildRepair(stdout []byte, report string) *Repair {
 		return r
 	}
 	r.Steps = append(r.Steps,
-		step([]string{"ql3", "preflight", "--command-file=" + preFile, "--write-apply-command=" + applyFile}, preFile,
+		repairStep([]string{"ql3", "preflight", "--command-file=" + preFile, "--write-apply-command=" + applyFile}, preFile,
 			"re-assert the release: a new preflight of the same lock (no conflict is left to refuse it)"),
-		step([]string{"ql3", "apply", "--command-file=" + applyFile}, "", "apply it (server-side, never --force-conflicts)"),
-		step([]string{"ql3", "live-audit", "--command-file=" + applyFile}, "", "the live audit of the new receipt"))
+		repairStep([]string{"ql3", "apply", "--command-file=" + applyFile}, "", "apply it (server-side, never --force-conflicts)"),
+		repairStep([]string{"ql3", "live-audit", "--command-file=" + applyFile}, "", "the live audit of the new receipt"))
 	return r
 }
 
-func step(argv []string, file, why string) RepairStep {
+func repairStep(argv []string, file, why string) RepairStep {
 	q := make([]string, len(argv))
 	for i, a := range argv {
 		q[i] = shellQuote(a)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
@@ -217,7 +218,7 @@ func statusCommandFile(dir, storeDir string, rd digest.Digest) (string, error) {
 	}
 	if err := stablefile.Create("status live-audit command", path, raw); err != nil {
 		// A file of an earlier status run is reused when it is this very command.
-		if old, rerr := stablefile.Read(path, evidence.RoleCommandFile, MaxCommandFile); rerr == nil && bytes.Equal(old.Bytes, raw) {
+		if old, rerr := stablefile.Read(path, evidence.RoleCommandFile, command.MaxFile); rerr == nil && bytes.Equal(old.Bytes, raw) {
 			return path, nil
 		}
 		return "", refuse.Wrap(CodeStatusCommandFile, err, "live-audit command of receipt %s", rd)

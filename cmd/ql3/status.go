@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +22,7 @@ type statusOptions struct {
 
 func newStatusCmd(root *RootOptions) *cobra.Command {
 	o := &statusOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "status --command-file=PATH | --store DIR --cluster-uid UID",
 		Short: "Say what the store says is deployed on the cluster now, and live-audit it (read-only)",
 		Long: "Reads the store's published receipts of the cluster in publication order and prints the\n" +
@@ -35,8 +37,8 @@ func newStatusCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 status --command-file=/abs/private/apply.json\n  ql3 status --store /abs/evidence --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
-	}
-	c.Flags().StringVar(&o.commandFile, "command-file", "", "absolute path of any command file of the cluster (live audit)")
+	})
+	pathVar(c.Flags(), &o.commandFile, "command-file", "any command file of the cluster (live audit)")
 	c.Flags().StringVar(&o.clusterUID, "cluster-uid", "", "without --command-file: the kube-system UID (offline)")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
 	return c
@@ -47,14 +49,14 @@ func (o *statusOptions) complete(*cobra.Command, []string) error { return nil }
 func (o *statusOptions) validate() error {
 	if o.commandFile != "" {
 		if o.clusterUID != "" {
-			return refuse.NewUsage(CodeFlagNotApplicable, "--cluster-uid applies without --command-file; the command file names its cluster")
+			return refuse.New(CodeFlagNotApplicable, "--cluster-uid applies without --command-file; the command file names its cluster")
 		}
-		return checkAbsolute("--command-file", o.commandFile)
+		return nil
 	}
 	if o.root.Store == "" || o.clusterUID == "" {
 		return missingFlags("--command-file, or --store (or QL3_STORE) and --cluster-uid")
 	}
-	return checkAbsolute(o.root.storeName(), o.root.Store)
+	return nil
 }
 
 func (o *statusOptions) run(ctx context.Context, s streams) error {
@@ -67,7 +69,7 @@ func (o *statusOptions) run(ctx context.Context, s streams) error {
 			return err
 		}
 		if o.root.Store != "" && o.root.Store != cf.Parsed.Command.Store {
-			return refuse.NewUsage(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, cf.Parsed.Command.Store).
+			return refuse.New(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, cf.Parsed.Command.Store).
 				WithHint("drop %s: status uses its command file's store", o.root.storeName())
 		}
 	}
@@ -75,15 +77,15 @@ func (o *statusOptions) run(ctx context.Context, s streams) error {
 	if res == nil {
 		return err
 	}
-	if o.root.Output == "json" {
-		if perr := o.root.printResult(s.out, res, ""); perr != nil {
-			return perr
-		}
-		if err != nil {
-			return printedError{err}
-		}
-		return nil
-	}
-	res.WriteText(s.out)
-	return err
+	return o.root.printResult(s.out, statusResult{res}, err)
+}
+
+// statusResult: the status with its live audits; it carries its own ok.
+type statusResult struct{ *ceremony.StatusResult }
+
+func (r statusResult) MarshalJSON() ([]byte, error) { return json.Marshal(r.StatusResult) }
+
+func (r statusResult) writeText(w io.Writer) error {
+	r.WriteText(w)
+	return nil
 }
