@@ -17,12 +17,12 @@ import (
 
 // Reason codes raised by this package.
 const (
-	CodeMalformed          refuse.Code = "POLICY_MALFORMED"            // a policy file breaks the tlog-policy syntax or rules
-	CodeKey                refuse.Code = "POLICY_KEY"                  // a verifier key is not a valid key of the type its role needs
-	CodeLogSignature       refuse.Code = "POLICY_LOG_SIGNATURE"        // a checkpoint has no valid signature of a policy log whose name is its origin
-	CodeNoteMalformed      refuse.Code = "POLICY_NOTE_MALFORMED"       // a signed checkpoint is not a well-formed note
-	CodeCosignatureInvalid refuse.Code = "POLICY_COSIGNATURE_INVALID"  // a cosignature line carries a policy witness's name and key ID but does not verify
-	CodeQuorum             refuse.Code = "POLICY_QUORUM"               // the valid cosignatures do not meet the policy's quorum
+	CodeMalformed          refuse.Code = "POLICY_MALFORMED"           // a policy file breaks the tlog-policy syntax or rules
+	CodeKey                refuse.Code = "POLICY_KEY"                 // a verifier key is not a valid key of the type its role needs
+	CodeLogSignature       refuse.Code = "POLICY_LOG_SIGNATURE"       // a checkpoint has no valid signature of a policy log whose name is its origin
+	CodeNoteMalformed      refuse.Code = "POLICY_NOTE_MALFORMED"      // a signed checkpoint is not a well-formed note
+	CodeCosignatureInvalid refuse.Code = "POLICY_COSIGNATURE_INVALID" // a cosignature line carries a policy witness's name and key ID but does not verify
+	CodeQuorum             refuse.Code = "POLICY_QUORUM"              // the valid cosignatures do not meet the policy's quorum
 )
 
 // Limits on what Parse accepts; the spec asks for at least 32 of each.

@@ -260,7 +260,7 @@ func TestParseRefusals(t *testing.T) {
 	badLogKeyID := d[0] + "+00000000+" + d[2]
 	vectors := []struct {
 		name string
-		text string     // the whole policy file
+		text string      // the whole policy file
 		code refuse.Code // the refusal Parse must return
 	}{
 		{"no quorum", policyText(l, ws, ""), CodeMalformed},
