@@ -9,7 +9,8 @@ import (
 	"github.com/qinglong/ql3/verdict/plan"
 )
 
-// Supersede names the later receipt of the same cluster that supersedes a returned receipt.
+// Supersede names the latest receipt of the same cluster, published after a returned receipt,
+// that shares an object with it (plan.Lineage.SupersededBy).
 type Supersede struct {
 	Receipt    digest.Digest `json:"receipt"`
 	Release    string        `json:"release"`
@@ -19,7 +20,8 @@ type Supersede struct {
 
 // offlineAnswer completes the offline answer of an apply command that has a receipt: the stored
 // receipt's release and time, that the cluster was not contacted, and the latest receipt of the
-// same cluster in the store when it is a later one (the cluster may no longer run this release).
+// same cluster in the store that shares an object with it and was published after it, by the
+// publication order plan.Lineage derives (the cluster may no longer run this release).
 func (s *session) offlineAnswer(res *Result, d evidence.Descriptor, r *evidence.Receipt) error {
 	res.Release, res.FinishedAt = r.Lock.ReleaseVersion, r.FinishedAt
 	es, err := s.st.ListIndex(evidence.IndexReceipts)
@@ -30,12 +32,13 @@ func (s *session) offlineAnswer(res *Result, d evidence.Descriptor, r *evidence.
 	for i, e := range es {
 		rcs[i] = e.Descriptor
 	}
-	latest, lr, ok, err := plan.Latest(s.st, rcs, r.ClusterUID)
+	lin, err := plan.LoadLineage(s.st, rcs)
 	if err != nil {
 		return err
 	}
-	if ok && latest.Digest != d.Digest {
-		res.SupersededBy = &Supersede{Receipt: latest.Digest, Release: lr.Lock.ReleaseVersion, FinishedAt: lr.FinishedAt, Target: lr.Target}
+	if by := lin.SupersededBy(d.Digest); len(by) > 0 {
+		lr := by[len(by)-1]
+		res.SupersededBy = &Supersede{Receipt: lr.Desc.Digest, Release: lr.Receipt.Lock.ReleaseVersion, FinishedAt: lr.Receipt.FinishedAt, Target: lr.Receipt.Target}
 	}
 	if w := s.opts.Progress; w != nil {
 		fmt.Fprintf(w, "offline: returned the stored receipt %s of release %s (finished %s); the cluster was not contacted\n",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
@@ -95,10 +96,14 @@ func (o *commandNewOptions) validate() error {
 		}
 		return requireFlags([2]string{"--store", o.store}, [2]string{"--out", o.out})
 	}
-	return requireFlags([2]string{"--store", o.store}, [2]string{"--manifest", o.manifest},
+	if err := requireFlags([2]string{"--store", o.store}, [2]string{"--manifest", o.manifest},
 		[2]string{"--lock-report", o.lockReport}, [2]string{"--kubeconfig", o.kubeconfig},
 		[2]string{"--context", o.context}, [2]string{"--kubectl", o.kubectl},
-		[2]string{"--cluster-uid", o.clusterUID}, [2]string{"--out", o.out})
+		[2]string{"--cluster-uid", o.clusterUID}, [2]string{"--out", o.out}); err != nil {
+		return err
+	}
+	// Offline and before any input is read: the same check the command-file parser makes.
+	return command.CheckClusterUID("--cluster-uid", o.clusterUID)
 }
 
 func (o *commandNewOptions) run(_ context.Context, s streams) error {
