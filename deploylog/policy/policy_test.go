@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -401,4 +402,26 @@ func TestEvaluate(t *testing.T) {
 	if _, err := none.Check(signed); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestVerifier(t *testing.T) {
+	l := newTestLog(t, "example.com/log")
+	w1 := newTestWitness(t, "w1.example")
+	p, err := Parse([]byte(policyText(l, []testWitness{w1}, "quorum W1\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, signed := l.checkpoint(t, 9)
+	cosigned := []byte(string(signed) + w1.cosign(text, 1))
+	c, err := Verifier{Policy: p, Origin: l.origin}.VerifyCheckpoint(cosigned)
+	if err != nil || c.Size != 9 || c.Origin != l.origin {
+		t.Fatalf("%+v %v", c, err)
+	}
+	_, err = Verifier{Policy: p}.VerifyCheckpoint(signed)
+	wantCode(t, err, CodeQuorum)
+	_, err = Verifier{Policy: p, Origin: "example.com/other"}.VerifyCheckpoint(cosigned)
+	wantCode(t, err, deploylog.CodeOrigin)
+	// deploylog's strict grammar applies first: a size with a leading zero.
+	_, err = Verifier{Policy: p}.VerifyCheckpoint([]byte(strings.Replace(string(cosigned), "\n9\n", "\n09\n", 1)))
+	wantCode(t, err, deploylog.CodeCheckpointMalformed)
 }
