@@ -386,3 +386,30 @@ func forged(v *policy.CosignatureVerifier) string {
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// BenchmarkLitewitnessAddCheckpoint: one add-checkpoint round trip to the real litewitness
+// (the log grows by one leaf per submission; the proof is made outside the timer).
+func BenchmarkLitewitnessAddCheckpoint(b *testing.B) {
+	log := newMemLog(b, "example.com/ql3-test/bench")
+	w := witnesstest.Start(b, "witness.example/ql3-bench", log.origin, log.vkey)
+	c := client(b, w.URL, w.Verifier)
+	ctx := context.Background()
+	var last int64
+	for b.Loop() {
+		b.StopTimer()
+		log.grow(b, log.n+1, "bench")
+		signed := log.checkpoint(b)
+		var p tlog.TreeProof
+		if last > 0 {
+			var err error
+			if p, err = log.proof(last); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if _, err := c.AddCheckpoint(ctx, last, p, signed); err != nil {
+			b.Fatal(err)
+		}
+		last = log.n
+	}
+}
