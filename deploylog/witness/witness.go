@@ -63,10 +63,10 @@ func New(rawURL string, v *policy.CosignatureVerifier, timeout time.Duration) (*
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return nil, refuse.NewUsage(CodeURL, "the witness URL is not an http or https URL with a host and no credentials, query or fragment")
+		return nil, refuse.New(CodeURL, "the witness URL is not an http or https URL with a host and no credentials, query or fragment")
 	}
 	if v == nil {
-		return nil, refuse.NewUsage(CodeCosignature, "no witness key to verify the cosignatures with")
+		return nil, refuse.New(CodeCosignature, "no witness key to verify the cosignatures with")
 	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
