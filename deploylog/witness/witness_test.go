@@ -250,11 +250,12 @@ func TestLitewitnessKeys(t *testing.T) {
 	wantCode(t, err, policy.CodeQuorum)
 
 	c := client(t, w.URL, w.Verifier)
-	// An origin the witness does not know.
+	// An origin the witness does not know: litewitness v0.6.1 answers 403 where the spec says
+	// 404 (WITNESS_UNKNOWN_LOG, which TestHostileWitness reaches).
 	other := newMemLog(t, "example.com/ql3-test/unknown")
 	other.grow(t, 1, "x")
 	_, err = c.Submit(ctx, other.checkpoint(t), 0, other.proof)
-	wantCode(t, err, witness.CodeUnknownLog)
+	wantCode(t, err, witness.CodeRefused)
 	// The known origin signed by another key.
 	impostor := newMemLog(t, log.origin)
 	impostor.grow(t, 5, "main")
@@ -350,6 +351,15 @@ func TestHostileWitness(t *testing.T) {
 		{"200 oversized", func(rw http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(rw, strings.Repeat("— x AAAA\n", witness.MaxResponseSize/8))
 		}, witness.CodeResponseInvalid},
+		{"404 as the spec answers an unknown origin", func(rw http.ResponseWriter, r *http.Request) {
+			http.Error(rw, "unknown log", http.StatusNotFound)
+		}, witness.CodeUnknownLog},
+		{"422", func(rw http.ResponseWriter, r *http.Request) {
+			http.Error(rw, "bad proof", http.StatusUnprocessableEntity)
+		}, witness.CodeInconsistent},
+		{"400", func(rw http.ResponseWriter, r *http.Request) {
+			http.Error(rw, "bad request", http.StatusBadRequest)
+		}, witness.CodeRefused},
 		{"500", func(rw http.ResponseWriter, r *http.Request) { rw.WriteHeader(500) }, witness.CodeUnreachable},
 		{"429", func(rw http.ResponseWriter, r *http.Request) { rw.WriteHeader(429) }, witness.CodeRefused},
 		{"307 redirect", func(rw http.ResponseWriter, r *http.Request) {

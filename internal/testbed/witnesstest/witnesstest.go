@@ -107,6 +107,11 @@ func Start(t testing.TB, name, origin, logVKey string) *Witness {
 			t.Fatalf("witnesstest: start litewitness: %v", err)
 		}
 		if last = w.waitReady(); last == nil {
+			// litewitness logs its verifier key: torchwood's own derivation of the key ID must
+			// be ours.
+			if !strings.Contains(w.logs.String(), "vkey="+w.VKey+"\n") {
+				t.Fatalf("witnesstest: litewitness states another verifier key than %s:\n%s", w.VKey, w.logs.String())
+			}
 			return w
 		}
 		w.stopWitness()
