@@ -8,7 +8,9 @@ require (
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/rogpeppe/go-internal v1.14.1
 	github.com/spf13/cobra v1.9.1
+	github.com/transparency-dev/merkle v0.0.2
 	golang.org/x/crypto v0.36.0
+	golang.org/x/mod v0.25.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.31.0
 	k8s.io/apimachinery v0.34.3

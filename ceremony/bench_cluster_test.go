@@ -12,6 +12,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -54,6 +55,7 @@ var fiveSteps = []struct {
 // ql3-apply reports its ratios to the other two (goal: x-five-calls <= 1.10) and ql3's own CPU
 // time (RUSAGE_SELF, kubectl excluded) as a share of its wall time.
 func BenchmarkApply(b *testing.B) {
+	testcluster.Need(b)
 	bare, five, full := newBed(b, true, nil), newBed(b, true, nil), newBed(b, true, nil)
 	ctx := context.Background()
 	bareManifest, fiveManifest := bare.blobFile("manifest"), five.blobFile("manifest")

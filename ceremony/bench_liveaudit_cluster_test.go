@@ -9,6 +9,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 // BenchmarkLiveAudit compares, on the real cluster and in one run, a live audit of the synthetic
@@ -17,6 +18,7 @@ import (
 // iteration runs one of each, so that load from elsewhere on the machine weighs on both alike. The
 // goal is ql3-x-three-calls <= 1.10.
 func BenchmarkLiveAudit(b *testing.B) {
+	testcluster.Need(b)
 	bd := newBed(b, true, nil)
 	_, _, af := bd.mustApply()
 	ctx := context.Background()

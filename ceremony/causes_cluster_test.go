@@ -129,6 +129,7 @@ func kc(t *testing.T, args ...string) string {
 // TestCeremonyCauses: each cause a failed step can have, produced on the real API server of the
 // package's cluster through a real preflight or apply, refused with its own code.
 func TestCeremonyCauses(t *testing.T) {
+	testcluster.Need(t)
 	// TLS: the kubeconfig trusts another CA than the one that signed the API server.
 	t.Run("tls unknown authority", func(t *testing.T) {
 		b := causeBed(t, cluster, true, nil)
@@ -210,6 +211,7 @@ func TestCeremonyCauses(t *testing.T) {
 // (kube-apiserver answers 504 after 5 s rather than 60 s), each restored before the next; the
 // last preflight passes on the restored cluster.
 func TestCeremonyCausesFaults(t *testing.T) {
+	testcluster.Need(t)
 	ctx := context.Background()
 	c := ownCluster(t, 5*time.Second)
 	uid := c.KubeSystemUID
@@ -276,6 +278,7 @@ func newCAPEM(t *testing.T) []byte {
 // kubectl create token, server and CA from kubectl config view --minify --flatten, everything
 // inline) passes the policy, and a preflight and an apply with it succeed.
 func TestCeremonyRecipeKubeconfig(t *testing.T) {
+	testcluster.Need(t)
 	var extra [][]byte
 	b := causeBed(t, cluster, true, &extra)
 	ns, sa := b.Namespace, "ql3-deployer"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -67,6 +68,7 @@ func liveManagers(t *testing.T, ns string) map[string][]string {
 }
 
 func TestCeremonyHappyPathAndOfflineRerun(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	pre, rc, af := b.mustApply()
 	if rc.Recovered || rc.Offline || rc.Receipt == "" || rc.Preflight != pre.Preflight {
@@ -113,6 +115,7 @@ func TestCeremonyHappyPathAndOfflineRerun(t *testing.T) {
 // TestCeremonyConcurrentApplies: two applies of one command at once mutate once; the second
 // waits on the command lock and returns the first one's receipt offline.
 func TestCeremonyConcurrentApplies(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	pre, err := b.preflight()
 	if err != nil {
@@ -151,6 +154,7 @@ func TestCeremonyConcurrentApplies(t *testing.T) {
 // server-side apply returned (the mutation happened, no receipt). The rerun recovers from the
 // intent: same field manager, full convergence, and the receipt names the intent it recovered.
 func TestCeremonyRecoveryAfterKill(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	pre, err := b.preflight()
 	if err != nil {
@@ -202,6 +206,7 @@ func TestCeremonyRecoveryAfterKill(t *testing.T) {
 // TestCeremonyWriteApplyCommand: the preflight writes the apply command for the operator, and
 // that file applies.
 func TestCeremonyWriteApplyCommand(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	af := b.Dir + "/apply-written.json"
 	pre, err := ceremony.Preflight(context.Background(), ceremony.Options{

@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -137,6 +138,7 @@ func (r cliRun) wantAuditRefusal(t *testing.T, asJSON bool, code refuse.Code) {
 // and in json output, and scans its stdout and stderr for the cluster's credentials (the bed's
 // cleanup scans the store).
 func TestCeremonyCLI(t *testing.T) {
+	testcluster.Need(t)
 	if !leaks(cluster.KubeconfigBytes()) || !leaks([]byte(cluster.Token)) {
 		t.Fatal("the scan does not recognise the credentials of the kubeconfig")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -97,6 +98,7 @@ func (b *bed) wantFull(err error) {
 // TestDiskFullBeforePreflightReport: the disk fills during the dry-run; the report cannot be
 // published, nothing half-written remains, and once space is freed the rerun publishes it.
 func TestDiskFullBeforePreflightReport(t *testing.T) {
+	testcluster.Need(t)
 	b, mnt := diskBed(t)
 	restore := ceremony.SetAfterStep(func(step string) {
 		if step == evidence.StepDryRun {
@@ -118,6 +120,7 @@ func TestDiskFullBeforePreflightReport(t *testing.T) {
 // TestDiskFullBeforeIntent: the disk fills during the apply's dry-run; no intent, no mutation;
 // the rerun is a fresh apply.
 func TestDiskFullBeforeIntent(t *testing.T) {
+	testcluster.Need(t)
 	b, mnt := diskBed(t)
 	pre, err := b.preflight()
 	if err != nil {
@@ -153,6 +156,7 @@ func TestDiskFullBeforeIntent(t *testing.T) {
 // TestDiskFullAfterApplyStep: the disk fills once the mutation happened; the receipt cannot be
 // published, the intent stays, and the rerun recovers from it exactly as after a kill.
 func TestDiskFullAfterApplyStep(t *testing.T) {
+	testcluster.Need(t)
 	b, mnt := diskBed(t)
 	pre, err := b.preflight()
 	if err != nil {
@@ -186,6 +190,7 @@ func TestDiskFullAfterApplyStep(t *testing.T) {
 // TestReadOnlyStore: a store on a read-only bind mount from the start is refused before any
 // network step; nothing is written.
 func TestReadOnlyStore(t *testing.T) {
+	testcluster.Need(t)
 	mnt, root := tmpfsStore(t, "4m")
 	b := &bed{t: t, Release: ceremonytest.NewRelease(t, cluster, ceremonytest.ReleaseOptions{
 		Namespace: fmt.Sprintf("ql3-ceremony-%d", namespaces.Add(1)), NamespaceMode: ceremonytest.CreateNamespace, Store: root})}

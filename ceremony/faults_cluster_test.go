@@ -258,10 +258,7 @@ func (r *faultRun) wantFault(err error, code refuse.Code, step string) {
 // when the test fails, and it is stopped when the test ends.
 func ownCluster(t *testing.T, requestTimeout time.Duration) *testcluster.Cluster {
 	t.Helper()
-	tools, err := testcluster.FindTools()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools := testcluster.NeedTools(t)
 	c, err := testcluster.Start(context.Background(), tools, testcluster.Options{RequestTimeout: requestTimeout})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -32,6 +33,7 @@ func killChild(t *testing.T, cf, at string) {
 // receipt that marks a recovery exactly when the killed run had written its intent. The bed's
 // cleanup then audits every published root.
 func TestCeremonyKillAtEveryStep(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		command string // evidence.CommandPreflight or evidence.CommandApply
 		at      string // where the child dies

@@ -11,6 +11,7 @@ import (
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -26,6 +27,7 @@ func release342(t *testing.T, b *bed) *bed {
 
 // The upgrade 3.4.1 -> 3.4.2 and back, as a roll-forward, on the real cluster.
 func TestUpgradeAndRollForward(t *testing.T) {
+	testcluster.Need(t)
 	b1 := newBed(t, true, nil)
 	_, rc1, af1 := b1.mustApply()
 	if res, err := b1.liveAudit(af1); err != nil || !res.OK {

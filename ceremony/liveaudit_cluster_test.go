@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -82,6 +83,7 @@ func notConverged(res *ceremony.LiveAuditResult) map[string]evidence.LiveVerdict
 }
 
 func TestLiveAuditConverged(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	_, rc, af := b.mustApply()
 	for _, file := range []string{af, b.liveAuditFile("live.json", rc.Receipt)} {
@@ -128,6 +130,7 @@ func drift(t *testing.T, change func(b *bed)) (*bed, *ceremony.LiveAuditResult) 
 }
 
 func TestLiveAuditDriftForcedManager(t *testing.T) {
+	testcluster.Need(t)
 	b, res := drift(t, func(b *bed) {
 		cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: qinglong-config\n  namespace: " + b.Namespace + "\ndata:\n  QL_LOG_LEVEL: debug\n"
 		kubectl(t, []byte(cm), "apply", "--server-side", "--field-manager=intruder", "--force-conflicts", "-f=-")
@@ -144,6 +147,7 @@ func TestLiveAuditDriftForcedManager(t *testing.T) {
 }
 
 func TestLiveAuditDriftAnnotationByHand(t *testing.T) {
+	testcluster.Need(t)
 	_, res := drift(t, func(b *bed) {
 		kubectl(t, nil, "annotate", "-n", b.Namespace, "deployment/qinglong-api", "--overwrite", "qinglong.io/release-version=9.9.9")
 	})
@@ -156,6 +160,7 @@ func TestLiveAuditDriftAnnotationByHand(t *testing.T) {
 }
 
 func TestLiveAuditDriftDeleted(t *testing.T) {
+	testcluster.Need(t)
 	_, res := drift(t, func(b *bed) {
 		kubectl(t, nil, "delete", "-n", b.Namespace, "service/qinglong-web")
 	})
@@ -167,6 +172,7 @@ func TestLiveAuditDriftDeleted(t *testing.T) {
 }
 
 func TestLiveAuditDriftRecreated(t *testing.T) {
+	testcluster.Need(t)
 	_, res := drift(t, func(b *bed) {
 		live := kubectl(t, nil, "get", "-n", b.Namespace, "configmap/qinglong-config", "-o=json")
 		var cm map[string]any
@@ -189,6 +195,7 @@ func TestLiveAuditDriftRecreated(t *testing.T) {
 }
 
 func TestLiveAuditDriftSetImage(t *testing.T) {
+	testcluster.Need(t)
 	b, res := drift(t, func(b *bed) {
 		kubectl(t, nil, "set", "image", "-n", b.Namespace, "deployment/qinglong-web", "web=ghcr.io/qinglong/qinglong-web:hand")
 	})
@@ -207,6 +214,7 @@ func TestLiveAuditDriftSetImage(t *testing.T) {
 // A live-audit report with a verdict flipped to converged, canonically rewritten with its digest
 // chain (the index entry names the forged report), fails the offline audit with its code.
 func TestLiveAuditTamperedVerdict(t *testing.T) {
+	testcluster.Need(t)
 	b, res := drift(t, func(b *bed) {
 		kubectl(t, nil, "delete", "-n", b.Namespace, "service/qinglong-web")
 	})
@@ -240,6 +248,7 @@ func TestLiveAuditTamperedVerdict(t *testing.T) {
 }
 
 func TestLiveAuditBadInput(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	_, rc, af := b.mustApply()
 	before := b.Count(evidence.IndexLiveAudits)
@@ -311,6 +320,7 @@ func (b *bed) readIndex(kind string) digest.Digest {
 // that step in the store (its evidence is written in a batch, made durable at the end of the run
 // whatever the outcome).
 func TestLiveAuditRefusedKeepsEvidence(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	_, _, af := b.mustApply()
 	if n := len(b.unreferencedExecs()); n != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/history"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -82,6 +83,7 @@ spec:
 // others changed. The live audit says which object is on which release; the roll-forward with the
 // previous lock converges; history tells the story in order.
 func TestPartialApplyRollForward(t *testing.T) {
+	testcluster.Need(t)
 	b1 := newBed(t, true, nil)
 	_, rc1, af1 := b1.mustApply()
 	denyRelease(t, b1.Namespace)

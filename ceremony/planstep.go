@@ -7,8 +7,9 @@ import (
 	"github.com/qinglong/ql3/verdict/plan"
 )
 
-// plan compares this preflight's release with the latest receipt of the same cluster in the same
-// store, stores the plan and prints it; nil when the store holds no receipt of the cluster. It
+// plan compares this preflight's release with the latest published receipt of the same cluster in
+// the same store that shares an object with it (plan.Lineage: publication order, supersession by
+// objects), stores the plan and prints it; nil when no receipt of the cluster shares an object. It
 // runs no kubectl: it reads the two stored manifests and the previous receipt's objects.
 func (s *session) plan(res *Result) (*evidence.Descriptor, error) {
 	es, err := s.st.ListIndex(evidence.IndexReceipts)
@@ -19,18 +20,19 @@ func (s *session) plan(res *Result) (*evidence.Descriptor, error) {
 	for i, e := range es {
 		rcs[i] = e.Descriptor
 	}
-	prevDesc, prev, ok, err := plan.Latest(s.st, rcs, s.pc.Command.ExpectedClusterUID)
+	lin, err := plan.LoadLineage(s.st, rcs)
 	if err != nil {
 		return nil, err
 	}
+	prev, ok := lin.Latest(s.pc.Command.ExpectedClusterUID, plan.KeysOfManifest(s.lock.Objects))
 	if !ok {
 		if s.opts.Progress != nil {
-			fmt.Fprintf(s.opts.Progress, "plan: store holds no receipt of cluster %s: every object of release %s is new to ql3\n",
+			fmt.Fprintf(s.opts.Progress, "plan: store holds no receipt of cluster %s that shares an object with release %s: every object of it is new to ql3\n",
 				s.pc.Command.ExpectedClusterUID, s.lock.ReleaseVersion)
 		}
 		return nil, nil
 	}
-	p, err := plan.Compute(s.st, prevDesc, prev, s.lock, s.manDesc, s.pc.Target)
+	p, err := plan.Compute(s.st, prev.Desc, prev.Receipt, s.lock, s.manDesc, s.pc.Target)
 	if err != nil {
 		return nil, err
 	}

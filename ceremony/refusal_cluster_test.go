@@ -12,6 +12,7 @@ import (
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -36,6 +37,7 @@ func insertAfter(t testing.TB, s, anchor, text string) string {
 // TestCeremonyRefusesKubeconfig: each kubeconfig is rewritten in the bed and its digest re-pinned,
 // so that only the policy (DESIGN §5) can refuse it; the refusal comes before any kubectl run.
 func TestCeremonyRefusesKubeconfig(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		name    string
 		edit    func(t testing.TB, kc string) string // rewrites the kubeconfig
@@ -120,6 +122,7 @@ func TestCeremonyRefusesKubeconfig(t *testing.T) {
 // TestCeremonyRefusesKubectl: one private copy of the real kubectl, changed per case and restored,
 // so that only the executable checks (DESIGN §4) can refuse it.
 func TestCeremonyRefusesKubectl(t *testing.T) {
+	testcluster.Need(t)
 	exe := privateKubectl(t)
 	dir := filepath.Dir(exe)
 	good := string(cluster.KubectlDigest)
@@ -207,6 +210,7 @@ func TestCeremonyRefusesKubectl(t *testing.T) {
 // TestCeremonyRefusesInputFiles: the private inputs (DESIGN §4) pinned wrong, not private, or a
 // lock the independent verifier refuses.
 func TestCeremonyRefusesInputFiles(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		name string
 		// prepare changes the bed; it returns the command file to run ("" writes the bed's command).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 	"github.com/qinglong/ql3/verdict/convergence"
@@ -20,6 +21,7 @@ const partialApplied = "the cluster may be partially applied"
 // partial-apply hint, publishes no receipt and leaves its intent; rerunning the same apply command
 // (after the operator resolved what the refusal names, where needed) recovers from the intent.
 func TestCeremonyApplyRefusedAfterMutation(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		name   string
 		tamper func(t *testing.T, b *bed) // runs right after the server-side apply returned

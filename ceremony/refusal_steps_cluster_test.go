@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/internal/testbed/ceremonytest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -82,6 +83,7 @@ var changes = []change{
 // (SetAfterStep) is refused before the next network step or publication. In an apply the refusal
 // comes before the intent: nothing was mutated.
 func TestCeremonyRefusesInputChangedBetweenSteps(t *testing.T) {
+	testcluster.Need(t)
 	exe := privateKubectl(t)
 	for _, run := range []string{evidence.CommandPreflight, evidence.CommandApply} {
 		// identity: the next kubectl run (the dry-run) re-verifies first; dry-run: the preflight's
@@ -131,6 +133,7 @@ func TestCeremonyRefusesInputChangedBetweenSteps(t *testing.T) {
 
 // TestCeremonyRefusesOnCluster: refusals only the real API server can give.
 func TestCeremonyRefusesOnCluster(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		name      string
 		namespace bool                         // create the bed's namespace
@@ -188,6 +191,7 @@ func (b *bed) blobFile(name string) []byte {
 // the real API by another field manager, makes the dry-run conflict; the refusal names the
 // resource, the field and the manager.
 func TestCeremonyRefusesConflict(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		name                     string
 		take                     func(t *testing.T, b *bed) // takes the field through the API
@@ -257,6 +261,7 @@ func TestCeremonyRefusesConflict(t *testing.T) {
 
 // TestCeremonyApplyRefusesPreflight: an apply command whose preflight does not license it.
 func TestCeremonyApplyRefusesPreflight(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		name string
 		// file returns the command file to apply, given the published preflight digest.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -74,6 +75,7 @@ func hasChild() bool {
 // group, stores the interrupted run's exec record, prints the recovery line and exits non-zero;
 // the store verifies and reports the unfinished apply; the rerun recovers and says so.
 func TestApplySIGINT(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	pre, err := b.preflight()
 	if err != nil {
@@ -128,6 +130,7 @@ func TestApplySIGINT(t *testing.T) {
 
 // A preflight interrupted before it starts is refused INTERRUPTED and says nothing was mutated.
 func TestPreflightInterruptedLine(t *testing.T) {
+	testcluster.Need(t)
 	b := newBed(t, true, nil)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(&ceremony.Interrupted{Signal: syscall.SIGTERM})

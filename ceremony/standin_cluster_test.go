@@ -11,6 +11,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
 	"github.com/qinglong/ql3/internal/testbed/kubectltest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 	"github.com/qinglong/ql3/verdict/kubeout"
@@ -50,6 +51,7 @@ func (b *bed) failedExec(step string) evidence.Exec {
 // published, and the failed run's exec record is stored with the output kubectl gave before it
 // failed.
 func TestCeremonyStandInFaults(t *testing.T) {
+	testcluster.Need(t)
 	flood := bytes.Repeat([]byte(kubectltest.FloodLine), ceremony.MaxKubectlOutput/len(kubectltest.FloodLine)+1)[:ceremony.MaxKubectlOutput]
 	vectors := []struct {
 		mode string
@@ -99,6 +101,7 @@ func TestCeremonyStandInFaults(t *testing.T) {
 // apply is refused with the partial-apply hint; the intent exists without a receipt, the store
 // lists it as unfinished, and the live objects exist.
 func TestCeremonyStandInLostResponse(t *testing.T) {
+	testcluster.Need(t)
 	b := standInBed(t, kubectltest.ModeLostResponse)
 	pre, err := b.preflight()
 	if err != nil {

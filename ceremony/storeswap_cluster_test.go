@@ -9,6 +9,7 @@ import (
 
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -51,6 +52,7 @@ func verifyStore(t *testing.T, dir string) *store.Report {
 // swap during the apply step or later), and is a fresh apply otherwise, with the cluster not
 // mutated by the refused run. The bed's cleanup then audits every root of both stores.
 func TestCeremonyStoreSwappedDuringEveryStep(t *testing.T) {
+	testcluster.Need(t)
 	vectors := []struct {
 		command string // evidence.CommandPreflight or evidence.CommandApply
 		step    string // the kubectl step during which the store is swapped

@@ -172,31 +172,31 @@ func kubectlOf(sc *scanned, cmd evidence.Descriptor) (digest.Digest, error) {
 	return c.Kubectl.Digest, nil
 }
 
-// supersession fills what a receipt superseded (the receipt of the same cluster just before it)
-// and what superseded it (the one just after).
+// supersession fills what a receipt superseded (the last receipt of the same cluster published
+// before it that shares an object with it) and the latest that superseded it (the last one
+// published after it that shares an object), in the publication order plan.Lineage derives from
+// the records, never from their times.
 func supersession(st *store.Store, out *Description) error {
-	sc, err := scan(st)
+	es, err := st.ListIndex(evidence.IndexReceipts)
 	if err != nil {
 		return err
 	}
-	var same []receipt
-	for _, r := range sc.receipts {
-		if r.cluster == out.ClusterUID {
-			same = append(same, r)
-		}
+	rcs := make([]evidence.Descriptor, len(es))
+	for i, e := range es {
+		rcs[i] = e.Descriptor
 	}
-	for i, r := range same {
-		if r.desc.Digest != out.Digest {
-			continue
-		}
-		if i > 0 {
-			p := same[i-1]
-			out.Supersedes = &Ref{Receipt: p.desc.Digest, Release: p.release, FinishedAt: p.finishedAt}
-		}
-		if i+1 < len(same) {
-			n := same[len(same)-1]
-			out.SupersededBy = &Ref{Receipt: n.desc.Digest, Release: n.release, FinishedAt: n.finishedAt}
-		}
+	lin, err := plan.LoadLineage(st, rcs)
+	if err != nil {
+		return err
+	}
+	ref := func(p plan.Published) *Ref {
+		return &Ref{Receipt: p.Desc.Digest, Release: p.Receipt.Lock.ReleaseVersion, FinishedAt: p.Receipt.FinishedAt}
+	}
+	if before := lin.Supersedes(out.Digest); len(before) > 0 {
+		out.Supersedes = ref(before[len(before)-1])
+	}
+	if after := lin.SupersededBy(out.Digest); len(after) > 0 {
+		out.SupersededBy = ref(after[len(after)-1])
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/order"
 )
 
 // SchemaHistory is the schema of History's JSON output.
@@ -58,6 +58,7 @@ type Entry struct {
 	Digest     digest.Digest `json:"digest"`  // the root record (the intent of an unfinished apply)
 	Command    digest.Digest `json:"command"`
 	at         time.Time
+	after      []digest.Digest // the records this one names, published before it (order.Node.After)
 }
 
 // Report is History's JSON output.
@@ -125,17 +126,9 @@ func Short(d digest.Digest) string {
 	return string(d.Algorithm()) + ":" + d.Encoded()[:12]
 }
 
-// receipt is one published receipt.
-type receipt struct {
-	desc                         evidence.Descriptor
-	release, cluster, finishedAt string
-	at                           time.Time
-}
-
 // scanned is everything History and Describe need from the index.
 type scanned struct {
 	entries  []Entry
-	receipts []receipt // oldest first
 	mu       sync.Mutex
 	contexts map[digest.Digest]string // guarded by mu: the records are read by several goroutines
 	st       *store.Store
@@ -203,6 +196,10 @@ type line struct {
 	CreatedAt  string
 	Converged  bool
 	Verdicts   []struct{ Verdict string }
+	Receipt    evidence.Descriptor  // a live audit's
+	Intent     evidence.Descriptor  // a receipt's
+	Plan       *evidence.Descriptor // a preflight's
+	Previous   evidence.Descriptor  // a plan's
 }
 
 func (l *line) schema() string { return l.Schema }
@@ -252,6 +249,14 @@ func (l *line) decodeFields(b []byte) error {
 					return err
 				})
 			})
+		case "receipt":
+			return once(&seen, 10, name, func() error { return decodeDescriptor(raw, &l.Receipt) })
+		case "intent":
+			return once(&seen, 11, name, func() error { return decodeDescriptor(raw, &l.Intent) })
+		case "plan":
+			return once(&seen, 12, name, func() error { l.Plan = new(evidence.Descriptor); return decodeDescriptor(raw, l.Plan) })
+		case "previous":
+			return once(&seen, 13, name, func() error { return decodeDescriptor(raw, &l.Previous) })
 		}
 		return nil
 	})
@@ -318,7 +323,6 @@ type job struct {
 	kind, mediaType string
 	desc            evidence.Descriptor
 	entry           Entry
-	receipt         receipt
 	err             error
 }
 
@@ -372,31 +376,22 @@ func scan(st *store.Store) (*scanned, error) {
 		})
 	}
 	wg.Wait()
-	sc.entries = make([]Entry, 0, len(jobs))
+	entries := make([]Entry, 0, len(jobs))
+	nodes := make([]order.Node, 0, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		if j.err != nil {
 			return nil, j.err
 		}
-		sc.entries = append(sc.entries, j.entry)
-		if j.kind == KindReceipt {
-			sc.receipts = append(sc.receipts, j.receipt)
-		}
+		entries = append(entries, j.entry)
+		nodes = append(nodes, order.Node{Digest: j.entry.Digest, After: j.entry.after, Claimed: j.entry.at})
 	}
-	sort.SliceStable(sc.entries, func(i, j int) bool {
-		a, b := sc.entries[i], sc.entries[j]
-		if !a.at.Equal(b.at) {
-			return a.at.After(b.at)
-		}
-		return a.Digest > b.Digest
-	})
-	sort.SliceStable(sc.receipts, func(i, j int) bool {
-		a, b := sc.receipts[i], sc.receipts[j]
-		if !a.at.Equal(b.at) {
-			return a.at.Before(b.at)
-		}
-		return a.desc.Digest < b.desc.Digest
-	})
+	// Newest first, in the publication order the records prove (verdict/order), not by their times.
+	pub := order.Publication(nodes)
+	sc.entries = make([]Entry, len(entries))
+	for k, i := range pub {
+		sc.entries[len(pub)-1-k] = entries[i]
+	}
 	return sc, nil
 }
 
@@ -413,6 +408,13 @@ func (sc *scanned) read(j *job) error {
 		l.Recovered = false
 	case KindPreflight:
 		l.Recovered = false
+		if l.Plan != nil {
+			var pl line
+			if err := sc.load(*l.Plan, evidence.MediaTypePlan, &pl); err != nil {
+				return err
+			}
+			l.Previous = pl.Previous
+		}
 	case KindUnfinished:
 		var p line
 		if err := sc.load(l.Preflight, evidence.MediaTypePreflight, &p); err != nil {
@@ -431,8 +433,10 @@ func (sc *scanned) read(j *job) error {
 	}
 	j.entry = Entry{Kind: j.kind, Release: l.Lock.ReleaseVersion, ClusterUID: l.ClusterUID, Context: ctx,
 		Recovered: l.Recovered, Verdict: verdict, Digest: j.desc.Digest, Command: l.Command.Digest, Time: t.UTC().Format(time.RFC3339), at: t}
-	if j.kind == KindReceipt {
-		j.receipt = receipt{desc: j.desc, release: l.Lock.ReleaseVersion, cluster: l.ClusterUID, finishedAt: l.FinishedAt, at: t}
+	for _, d := range []evidence.Descriptor{l.Preflight, l.Intent, l.Receipt, l.Previous} {
+		if d.Digest != "" {
+			j.entry.after = append(j.entry.after, d.Digest)
+		}
 	}
 	return nil
 }

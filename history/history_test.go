@@ -27,6 +27,12 @@ type synth struct {
 	n   int
 	t0  time.Time
 	pre map[string]evidence.Descriptor
+	// Set by a test before the next record: the receipt the next preflight's plan names (zero for
+	// none), the namespace of the next receipt's object ("" for "ns"), and a finishedAt the next
+	// receipt claims instead of its minute ("" for none).
+	planPrev  evidence.Descriptor
+	namespace string
+	claim     string
 }
 
 func newSynth(t testing.TB) *synth {
@@ -92,6 +98,14 @@ func (s *synth) preflight(release, cluster string, minute int) evidence.Descript
 		Inputs: evidence.Inputs{CommandFile: x, Manifest: x, LockReport: x, Kubeconfig: x, Kubectl: x}, Kubeconfig: x, Manifest: x, LockReport: x,
 		Lock: lockOf(release), ClusterUID: cluster, FieldManager: evidence.FieldManager, Execs: []evidence.Descriptor{x, x},
 		NetworkAccess: true, StartedAt: s.at(minute), FinishedAt: s.at(minute)}
+	if s.planPrev.Digest != "" {
+		pl := evidence.Plan{Schema: evidence.SchemaPlan, Release: release, Previous: s.planPrev, PreviousRelease: "prev", PreviousAt: s.at(0),
+			PreviousMan: x, ClusterUID: cluster, Manifest: x, Target: x.Digest, Added: []evidence.PlanObject{}, Changed: []evidence.PlanChange{},
+			Left: []evidence.PlanObject{}, Images: []evidence.PlanMove{}, Annotations: []evidence.PlanMove{}}
+		pd := s.put(evidence.MediaTypePlan, pl)
+		p.Plan = &pd
+		s.planPrev = evidence.Descriptor{}
+	}
 	d := s.put(evidence.MediaTypePreflight, p)
 	if err := s.st.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
 		s.t.Fatal(err)
@@ -119,6 +133,12 @@ func (s *synth) apply(release, cluster string, minute int, done, recovered bool)
 		Lock: lockOf(release), KubeconfigDigest: x.Digest, KubectlDigest: x.Digest, ClusterUID: cluster, FieldManager: evidence.FieldManager,
 		Execs: []evidence.Descriptor{x}, Objects: []evidence.LiveObject{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm", UID: "uid-" + release, ResourceVersion: "7"}},
 		NetworkAccess: true, KubernetesMutation: true, StartedAt: s.at(minute), FinishedAt: s.at(minute + 1)}
+	if s.namespace != "" {
+		rc.Objects[0].Namespace, s.namespace = s.namespace, ""
+	}
+	if s.claim != "" {
+		rc.FinishedAt, s.claim = s.claim, ""
+	}
 	receipt = s.put(evidence.MediaTypeReceipt, rc)
 	if err := s.st.PutIndex(evidence.IndexReceipts, cmd.Digest, receipt); err != nil {
 		s.t.Fatal(err)

@@ -10,7 +10,7 @@
 # temporary directory beside it and renamed into place, so a killed build never leaves half an entry.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 module=${K8S_TOOLS_MODULE:-$repo/testdata/k8s-tools/v${K8S_MINOR:-1.37}}
 cache_root=${QL3_CACHE:-$HOME/.cache/ql3}/k8s
 

@@ -16,7 +16,7 @@ if [[ $# -ne 1 ]]; then
 	echo "usage: build-tool.sh <tool name | tool module directory>" >&2
 	exit 2
 fi
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [[ "$1" == */* ]]; then
 	module=$(cd "$1" && pwd)
 else

@@ -4,7 +4,7 @@
 # `store: <abs path>` and `receipt: sha256:<hex>`.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/../.." && pwd -P)
+root=$(cd "$(dirname "$0")/.." && pwd -P)
 cd "$root"
 ql3="$root/bin/ql3"
 : "${QL3_K8S_TOOLS:?QL3_K8S_TOOLS must name the k8s tools dir (make demo sets it)}"
@@ -39,7 +39,7 @@ log "ql3 lock materialize: the synthetic release 3.4.1"
 "$ql3" lock materialize --catalog testdata/release-3.4.1/catalog.json \
 	--manifest testdata/release-3.4.1/unlocked.yaml --out "$in" >&2
 log "ql3 lock verify"
-"$ql3" lock verify --manifest "$in/locked.yaml" --report "$in/lock-report.json" >&2
+"$ql3" lock verify --manifest "$in/locked.yaml" --lock-report "$in/lock-report.json" >&2
 store="$work/store"
 
 k() { env -i HOME="$work" KUBERC=off KUBECTL_KUBERC=false "$kubectl" --kubeconfig="$in/kubeconfig" --context="$context" "$@"; }

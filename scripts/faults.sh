@@ -9,7 +9,7 @@
 # failed or the shards together did not run every case of the grid.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 out=${FAULTS_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ql3-faults.XXXXXX")}
 mkdir -p "$out"

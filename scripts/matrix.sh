@@ -13,7 +13,7 @@
 # the logs stay in MATRIX_OUT (default a fresh directory under $TMPDIR).
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 mode=${1:-suite}
 read -r -a minors <<<"${MATRIX_MINORS:-1.34 1.35 1.36 1.37}"

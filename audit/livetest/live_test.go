@@ -12,6 +12,7 @@ import (
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/audit/internal/audittest"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 // live is what the real ceremonies produced into one store.
@@ -71,6 +72,7 @@ func produce(t *testing.T) *live {
 // and in copies made with cp -a and tar; ql3 audit opens no socket and runs no program; and every
 // tamper class on them is refused with its exact code.
 func TestLiveAudit(t *testing.T) {
+	testcluster.Need(t)
 	l := produce(t)
 	subjects := []struct {
 		name      string
@@ -158,6 +160,7 @@ func TestLive1000(t *testing.T) {
 	if !*update && os.Getenv("QL3_AUDIT_1000") == "" {
 		t.Skip("run with -update or QL3_AUDIT_1000=1")
 	}
+	testcluster.Need(t)
 	root := filepath.Join(audittest.PrivateDir(t), "store")
 	b := newBed(t, root, "qinglong-1000", audittest.Unlocked1000)
 	_, rc := b.mustApply()

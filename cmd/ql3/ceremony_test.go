@@ -20,7 +20,7 @@ func TestCeremonyCommandRequiresFile(t *testing.T) {
 	cmd.SetErr(&bytes.Buffer{})
 	err := cmd.Execute()
 	r, ok := refuse.As(err)
-	if !ok || r.Code != CodeFlagRequired || r.Class != refuse.Usage {
+	if !ok || r.Code != CodeFlagRequired || refuse.ExitStatus(r.Code) != refuse.ExitUsage {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -32,7 +32,7 @@ func TestCeremonyCommandMismatch(t *testing.T) {
 		"schema": evidence.SchemaCommand, "command": evidence.CommandApply, "store": filepath.Join(dir, "store"),
 		"manifest": map[string]any{"path": "/x/m", "digest": d}, "lockReport": map[string]any{"path": "/x/r", "digest": d},
 		"kubeconfig": map[string]any{"path": "/x/k", "digest": d, "context": "c"},
-		"kubectl":    map[string]any{"path": "/x/kubectl", "digest": d}, "expectedClusterUid": "u",
+		"kubectl":    map[string]any{"path": "/x/kubectl", "digest": d}, "expectedClusterUid": "7f6c2a1e-0000-4000-8000-000000000001",
 		"fieldManager": evidence.FieldManager, "preflight": d,
 	}
 	raw, _ := json.Marshal(c)

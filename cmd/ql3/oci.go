@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/ociartifact/transfer"
-	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 
@@ -29,7 +29,7 @@ type registryFlags struct {
 
 func (f *registryFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS; refused unless the registry is a loopback address")
-	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM bundle trusted in addition to the system roots")
+	pathVar(c.Flags(), &f.caFile, "ca-file", "PEM bundle trusted in addition to the system roots")
 	c.Flags().DurationVar(&f.responseTimeout, "response-timeout", transfer.DefaultResponseTimeout, "bound on each dial, TLS handshake and wait for response headers")
 	c.Flags().DurationVar(&f.idleTimeout, "idle-timeout", transfer.DefaultIdleTimeout, "bound on each read of a response body that makes no progress")
 	c.Flags().DurationVar(&f.timeout, "timeout", transfer.DefaultTimeout, "bound on the whole transfer")
@@ -40,17 +40,15 @@ func (f *registryFlags) options() transfer.Options {
 		ResponseTimeout: f.responseTimeout, IdleTimeout: f.idleTimeout, Timeout: f.timeout}
 }
 
+// validate refuses a network bound that is not a positive duration.
 func (f *registryFlags) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"--response-timeout", f.responseTimeout}, {"--idle-timeout", f.idleTimeout}, {"--timeout", f.timeout}} {
 		if d.v <= 0 {
-			return refuse.NewUsage(CodeUsage, "%s must be a positive duration, not %s", d.name, d.v)
+			return usage("%s must be a positive duration, not %s", d.name, d.v)
 		}
-	}
-	if f.caFile != "" {
-		return checkAbsolute("--ca-file", f.caFile)
 	}
 	return nil
 }
@@ -83,7 +81,7 @@ type storePushOptions struct {
 
 func newStorePushCmd(root *RootOptions) *cobra.Command {
 	o := &storePushOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "push DIGEST REF",
 		Short: "Push a root record's closure as one OCI artifact, its attestations as referrers",
 		Long: "Uploads the closure of a receipt, preflight report or live-audit report as one OCI artifact\n" +
@@ -93,7 +91,7 @@ func newStorePushCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 store push --store /abs/evidence sha256:5f0c... registry.example.com/release/evidence:3.4.1",
 		Args:    cobra.ExactArgs(2),
 		RunE:    runE(o),
-	}
+	})
 	o.registry.add(c)
 	return c
 }
@@ -119,13 +117,18 @@ func (o *storePushOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK           bool          `json:"ok"`
-		Manifest     digest.Digest `json:"manifest"`
-		Ref          string        `json:"ref"`
-		Attestations int           `json:"attestations"`
-	}{true, desc.Digest, o.ref, len(att)}, string(desc.Digest))
+	return o.root.printResult(s.out, pushResult{true, desc.Digest, o.ref, len(att)}, nil)
 }
+
+// pushResult: the artifact pushed.
+type pushResult struct {
+	OK           bool          `json:"ok"`
+	Manifest     digest.Digest `json:"manifest"`
+	Ref          string        `json:"ref"`
+	Attestations int           `json:"attestations"`
+}
+
+func (r pushResult) writeText(w io.Writer) error { return lines(w, string(r.Manifest)) }
 
 // storePullOptions: `ql3 store pull REF`.
 type storePullOptions struct {
@@ -136,7 +139,7 @@ type storePullOptions struct {
 
 func newStorePullCmd(root *RootOptions) *cobra.Command {
 	o := &storePullOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "pull REF",
 		Short: "Pull an evidence artifact into a private store: every blob re-hashed, no-replace",
 		Long: "Fetches the artifact, re-hashes the manifest and every layer, requires the layers to be\n" +
@@ -147,7 +150,7 @@ func newStorePullCmd(root *RootOptions) *cobra.Command {
 			"  ql3 audit --store /abs/copy sha256:5f0c...",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(o),
-	}
+	})
 	o.registry.add(c)
 	return c
 }
@@ -156,9 +159,6 @@ func (o *storePullOptions) complete(_ *cobra.Command, a []string) error { o.ref 
 func (o *storePullOptions) validate() error {
 	if o.root.Store == "" {
 		return missingFlags("--store (or QL3_STORE)")
-	}
-	if err := checkAbsolute(o.root.storeName(), o.root.Store); err != nil {
-		return err
 	}
 	return o.registry.validate()
 }
@@ -180,13 +180,18 @@ func (o *storePullOptions) run(ctx context.Context, s streams) error {
 		}
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK       bool          `json:"ok"`
-		Root     digest.Digest `json:"root"`
-		Kind     string        `json:"kind"`
-		Manifest digest.Digest `json:"manifest"`
-	}{true, r.Descriptor.Digest, r.Kind, desc.Digest}, string(r.Descriptor.Digest))
+	return o.root.printResult(s.out, pullResult{true, r.Descriptor.Digest, r.Kind, desc.Digest}, nil)
 }
+
+// pullResult: the root record pulled into the store.
+type pullResult struct {
+	OK       bool          `json:"ok"`
+	Root     digest.Digest `json:"root"`
+	Kind     string        `json:"kind"`
+	Manifest digest.Digest `json:"manifest"`
+}
+
+func (r pullResult) writeText(w io.Writer) error { return lines(w, string(r.Root)) }
 
 // storeExportOptions: `ql3 store export DIGEST DIR`.
 type storeExportOptions struct {
@@ -197,7 +202,7 @@ type storeExportOptions struct {
 
 func newStoreExportCmd(root *RootOptions) *cobra.Command {
 	o := &storeExportOptions{root: root}
-	return &cobra.Command{
+	return readsStore(&cobra.Command{
 		Use:   "export DIGEST DIR",
 		Short: "Write a root record's closure as an OCI image layout in a new directory",
 		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send, attestations\n" +
@@ -206,16 +211,18 @@ func newStoreExportCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...",
 		Args:    cobra.ExactArgs(2),
 		RunE:    runE(o),
-	}
+	})
 }
 
 func (o *storeExportOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.subject, err = digestArg("DIGEST", a[0])
-	o.dir = a[1]
+	if o.subject, err = digestArg("DIGEST", a[0]); err != nil {
+		return err
+	}
+	o.dir, err = absPath("DIR", a[1])
 	return err
 }
-func (o *storeExportOptions) validate() error { return checkAbsolute("DIR", o.dir) }
+func (o *storeExportOptions) validate() error { return nil }
 func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
@@ -234,10 +241,15 @@ func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK       bool          `json:"ok"`
-		Layout   string        `json:"layout"`
-		Manifest digest.Digest `json:"manifest"`
-		Tag      string        `json:"tag"`
-	}{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, fmt.Sprintf("%s\n%s", o.dir, desc.Digest))
+	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, nil)
 }
+
+// exportResult: the OCI layout written.
+type exportResult struct {
+	OK       bool          `json:"ok"`
+	Layout   string        `json:"layout"`
+	Manifest digest.Digest `json:"manifest"`
+	Tag      string        `json:"tag"`
+}
+
+func (r exportResult) writeText(w io.Writer) error { return lines(w, r.Layout, string(r.Manifest)) }

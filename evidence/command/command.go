@@ -35,7 +35,41 @@ const (
 	CodeCommandField refuse.Code = "COMMAND_FIELD_INVALID"
 	// CodeCommandMismatch: a named subcommand was given a file of another command.
 	CodeCommandMismatch refuse.Code = "COMMAND_MISMATCH"
+	// CodeClusterUID: expectedClusterUid (or --cluster-uid) is not a kube-system UID in the form
+	// Kubernetes issues: RFC 4122 text, 36 characters, lower-case hex in groups 8-4-4-4-12.
+	CodeClusterUID refuse.Code = "COMMAND_CLUSTER_UID_INVALID"
 )
+
+// CheckClusterUID refuses a cluster UID that is not in the textual form of RFC 4122 as the API
+// server issues it (lower-case hex, 8-4-4-4-12, 36 bytes). It is checked offline, before anything
+// contacts a cluster, so that text the identity read could never match (a newline, 120 KB of
+// text) never reaches a command file, a record or a message. The version and variant nibbles are
+// not checked: a UID is whatever the cluster's kube-system namespace carries, and the identity
+// read compares it byte for byte.
+func CheckClusterUID(name, uid string) error {
+	if uid == "" {
+		return refuse.New(CodeCommandField, "%s is empty", name)
+	}
+	ok := len(uid) == 36
+	for i := 0; ok && i < len(uid); i++ {
+		c := uid[i]
+		switch i {
+		case 8, 13, 18, 23:
+			ok = c == '-'
+		default:
+			ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+		}
+	}
+	if !ok {
+		shown := uid
+		if len(shown) > 64 {
+			shown = shown[:64]
+		}
+		return refuse.New(CodeClusterUID, "%s %s (%d bytes) is not a kube-system UID: want 36 characters of lower-case hex in groups 8-4-4-4-12, as ql3 cluster identity prints it",
+			name, refuse.Ident(shown), len(uid)).WithHint("copy the UID that ql3 cluster identity printed for the cluster you reviewed")
+	}
+	return nil
+}
 
 // MaxFile is the byte ceiling of a command file.
 const MaxFile = 64 << 10
@@ -212,8 +246,8 @@ func validateCommand(c *evidence.Command) error {
 	if c.Kubeconfig.Context == "" {
 		return refuse.New(CodeCommandField, "command file: kubeconfig.context is empty")
 	}
-	if c.ExpectedClusterUID == "" {
-		return refuse.New(CodeCommandField, "command file: expectedClusterUid is empty")
+	if err := CheckClusterUID("command file: expectedClusterUid", c.ExpectedClusterUID); err != nil {
+		return err
 	}
 	if (c.Preflight != nil) != (c.Command == evidence.CommandApply) {
 		return refuse.New(CodeCommandField, "command file: preflight must be present exactly for %s", evidence.CommandApply)

@@ -68,7 +68,7 @@ func TestParseCommandGood(t *testing.T) {
 		t.Fatalf("identity depends on formatting: %v", err)
 	}
 	other := goodCommand(evidence.CommandPreflight)
-	other["expectedClusterUid"] = "another"
+	other["expectedClusterUid"] = "7f6c2a1e-0000-4000-8000-000000000002"
 	o, _ := Parse(encode(t, other))
 	if o.Target == pre.Target {
 		t.Fatal("target does not bind expectedClusterUid")
@@ -133,6 +133,12 @@ func TestParseCommandRefusals(t *testing.T) {
 		{name: "empty context", edit: func(m map[string]any) { m["kubeconfig"].(map[string]any)["context"] = "" }, code: CodeCommandField},
 		// empty cluster uid
 		{name: "empty uid", edit: func(m map[string]any) { m["expectedClusterUid"] = "" }, code: CodeCommandField},
+		// finding 17 of issue 22: a uid is checked offline for the form the API server issues
+		{name: "uid with a newline", edit: func(m map[string]any) { m["expectedClusterUid"] = "7f6c2a1e-0000-4000-8000-00000000000\n" }, code: CodeClusterUID},
+		{name: "uid of 120 KB", edit: func(m map[string]any) { m["expectedClusterUid"] = strings.Repeat("a", 120<<10) }, code: CodeClusterUID},
+		{name: "upper-case uid", edit: func(m map[string]any) { m["expectedClusterUid"] = "7F6C2A1E-0000-4000-8000-000000000001" }, code: CodeClusterUID},
+		{name: "uid without dashes", edit: func(m map[string]any) { m["expectedClusterUid"] = "7f6c2a1e000040008000000000000001" }, code: CodeClusterUID},
+		{name: "braced uid", edit: func(m map[string]any) { m["expectedClusterUid"] = "{7f6c2a1e-0000-4000-8000-00000000001}" }, code: CodeClusterUID},
 		// preflight on a preflight command
 		{name: "preflight on preflight", edit: func(m map[string]any) { m["preflight"] = dB }, code: CodeCommandField},
 		// apply without preflight

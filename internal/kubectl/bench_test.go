@@ -11,6 +11,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/kubectltest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 // BenchmarkIdentityRead is one identity read through the Runner: private directory, kubeconfig
@@ -28,6 +29,7 @@ func BenchmarkIdentityRead(b *testing.B) {
 // BenchmarkIdentityReadDirect is the same kubectl command run directly with os/exec, reusing one
 // directory and kubeconfig file: the difference to BenchmarkIdentityRead is the Runner's own cost.
 func BenchmarkIdentityReadDirect(b *testing.B) {
+	testcluster.Need(b)
 	dir := b.TempDir()
 	for _, sub := range []string{"cache", "config", "tmp"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
@@ -52,6 +54,7 @@ func BenchmarkIdentityReadDirect(b *testing.B) {
 // BenchmarkIdentityReadDirectFresh runs the command directly too, but like the Runner with a fresh
 // directory and kubeconfig copy each time, so kubectl starts with an empty discovery cache.
 func BenchmarkIdentityReadDirectFresh(b *testing.B) {
+	testcluster.Need(b)
 	root := b.TempDir()
 	for b.Loop() {
 		dir, err := os.MkdirTemp(root, "run-")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -31,8 +33,40 @@ func open(t testing.TB, path string, d digest.Digest) *stablefile.Executable {
 // realRunner is a Runner over the real kubectl of the test cluster.
 func realRunner(t testing.TB) *Runner {
 	t.Helper()
+	testcluster.Need(t)
 	return &Runner{Exe: open(t, cluster.KubectlPath, cluster.KubectlDigest), Kubeconfig: cluster.KubeconfigBytes(),
 		Context: cluster.Context, Timeout: time.Minute, MaxOutput: 4 << 20}
+}
+
+// offlineToken is the credential of offlineRunner's kubeconfig: no message may contain it.
+const offlineToken = "ql3-offline-runner-token-0123456789abcdef"
+
+// offlineRunner is a valid Runner that needs no cluster, for the refusals raised before kubectl
+// starts: its executable is a script that was never meant to run, its kubeconfig names a server
+// nobody listens on.
+func offlineRunner(t testing.TB) *Runner {
+	t.Helper()
+	body := []byte("#!/bin/sh\nexit 99\n")
+	path := filepath.Join(t.TempDir(), "kubectl")
+	if err := os.WriteFile(path, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := "apiVersion: v1\nkind: Config\ncurrent-context: offline\n" +
+		"clusters: [{name: offline, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: offline, user: {token: " + offlineToken + "}}]\n" +
+		"contexts: [{name: offline, context: {cluster: offline, user: offline}}]\n"
+	return &Runner{Exe: open(t, path, digest.FromBytes(body)), Kubeconfig: []byte(kubeconfig),
+		Context: "offline", Timeout: time.Minute, MaxOutput: 4 << 20}
+}
+
+// secrets are what no message may contain: the offline runner's token, and the cluster's
+// credentials once a test started it.
+func secrets() [][]byte {
+	s := [][]byte{[]byte(offlineToken)}
+	if cluster != nil {
+		s = append(append(s, cluster.Secrets()...), cluster.KubeconfigBytes())
+	}
+	return s
 }
 
 // runDir is the per-run directory a Result names (HOME=, the first entry of its fixed env).
@@ -82,7 +116,7 @@ func checkMessage(t testing.TB, err error, res *Result) {
 	if r, ok := refuse.As(err); ok {
 		msg += "\n" + r.Hint
 	}
-	for _, s := range append(cluster.Secrets(), cluster.KubeconfigBytes()) {
+	for _, s := range secrets() {
 		if bytes.Contains([]byte(msg), s) {
 			t.Errorf("message contains kubeconfig secret material: %q", msg)
 		}

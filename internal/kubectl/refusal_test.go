@@ -17,7 +17,8 @@ import (
 )
 
 // TestRunRefusesBeforeStarting covers every refusal raised before kubectl starts: none of them
-// returns a Result, and none leaves a run directory behind (TestMain checks the root).
+// returns a Result, and none leaves a run directory behind (TestMain checks the root). No kubectl
+// starts, so no cluster is needed.
 func TestRunRefusesBeforeStarting(t *testing.T) {
 	manifest := configMap("default", "never", "v")
 	canceled, cancel := context.WithCancel(context.Background())
@@ -26,7 +27,7 @@ func TestRunRefusesBeforeStarting(t *testing.T) {
 	defer cancel2()
 	vectors := []struct {
 		name  string          // the deviation
-		edit  func(*Runner)   // applied to a valid real-kubectl Runner
+		edit  func(*Runner)   // applied to a valid Runner
 		ctx   context.Context // nil: context.Background()
 		step  string          // the step to run
 		stdin []byte          // its stdin
@@ -52,7 +53,7 @@ func TestRunRefusesBeforeStarting(t *testing.T) {
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {
-			r := realRunner(t)
+			r := offlineRunner(t)
 			if v.edit != nil {
 				v.edit(r)
 			}
@@ -85,7 +86,7 @@ func TestRunExecFailed(t *testing.T) {
 	if err := os.Chmod(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := realRunner(t)
+	r := offlineRunner(t)
 	r.Exe = open(t, path, digest.FromBytes(junk))
 	res, err := r.Run(context.Background(), evidence.StepIdentity, nil)
 	wantCode(t, err, CodeExecFailed)
@@ -105,7 +106,7 @@ func TestRunWorkdirFailed(t *testing.T) {
 			old := tempRoot
 			tempRoot = root
 			defer func() { tempRoot = old }()
-			res, err := realRunner(t).Run(context.Background(), evidence.StepIdentity, nil)
+			res, err := offlineRunner(t).Run(context.Background(), evidence.StepIdentity, nil)
 			wantCode(t, err, rundir.CodeTmpdirInvalid)
 			checkMessage(t, err, nil)
 			if res != nil {

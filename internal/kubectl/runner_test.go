@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 )
 
 func TestIdentityReadReturnsClusterUID(t *testing.T) {
@@ -46,6 +47,7 @@ func TestIdentityReadReturnsClusterUID(t *testing.T) {
 }
 
 func TestDryRunApplyConvergenceThroughStdin(t *testing.T) {
+	testcluster.Need(t)
 	ctx := context.Background()
 	ns := "kubectl-runner"
 	if err := cluster.CreateNamespace(ctx, ns); err != nil {
@@ -131,6 +133,7 @@ func TestDryRunApplyConvergenceThroughStdin(t *testing.T) {
 // KUBERC. The control run shows that the same kubectl given that environment does change its
 // output, so the runner's clean result is not an accident.
 func TestParentEnvironmentDoesNotLeak(t *testing.T) {
+	testcluster.Need(t)
 	realHome, _ := os.UserHomeDir()
 	before := homeState(realHome, false)
 	home := t.TempDir()

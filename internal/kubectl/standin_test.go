@@ -18,12 +18,14 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/internal/testbed/kubectltest"
+	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 )
 
 // standInRunner is a Runner over a freshly built stand-in.
 func standInRunner(t testing.TB, mode string, timeout time.Duration, maxOutput int) *Runner {
 	t.Helper()
+	testcluster.Need(t)
 	path, d := kubectltest.BuildStandIn(t, mode, cluster.KubectlPath)
 	return &Runner{Exe: open(t, path, d), Kubeconfig: cluster.KubeconfigBytes(), Context: cluster.Context,
 		Timeout: timeout, MaxOutput: maxOutput}
@@ -263,6 +265,7 @@ func TestStandInPartialCrashIsDistinguishable(t *testing.T) {
 
 // TestStandInLostResponse: the apply reaches the cluster, the response does not reach us.
 func TestStandInLostResponse(t *testing.T) {
+	testcluster.Need(t)
 	ctx := context.Background()
 	ns := "kubectl-lost"
 	if err := cluster.CreateNamespace(ctx, ns); err != nil {
@@ -295,6 +298,7 @@ func TestStandInLostResponse(t *testing.T) {
 // TestStandInExecThroughHeldDescriptor replaces the file at the kubectl path after it was opened
 // and hashed: the run still executes the hashed bytes, and the identity check sees the swap.
 func TestStandInExecThroughHeldDescriptor(t *testing.T) {
+	testcluster.Need(t)
 	path, d := kubectltest.BuildStandIn(t, kubectltest.ModeLostResponse, cluster.KubectlPath)
 	r := &Runner{Exe: open(t, path, d), Kubeconfig: cluster.KubeconfigBytes(), Context: cluster.Context,
 		Timeout: time.Minute, MaxOutput: 4 << 20}

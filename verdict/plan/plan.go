@@ -1,5 +1,6 @@
 // Package plan computes, offline, what a preflight's release will change on a cluster relative
-// to the latest receipt of the same cluster in the same store (issue 9): the objects added and
+// to the latest receipt of the same cluster in the same store that shares an object with it
+// (issue 9; by objects and publication order since issue 22, see Lineage): the objects added and
 // changed with the paths of their changing fields, the images and release annotations that move,
 // and the objects the previous release had that this one lacks, which stay because ql3 never
 // deletes. It reads the two stored manifests and the previous receipt's objects, and runs no
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -32,36 +32,6 @@ const CodePreviousInvalid refuse.Code = "PLAN_PREVIOUS_INVALID"
 // and refuses an object that does not hash to its name (*store.Store does).
 type Source interface {
 	GetDescriptor(d evidence.Descriptor) ([]byte, error)
-}
-
-// Latest returns the receipt of cluster that finished last among rcs, with its record; ok is
-// false when there is none.
-func Latest(src Source, rcs []evidence.Descriptor, cluster string) (evidence.Descriptor, *evidence.Receipt, bool, error) {
-	var best evidence.Descriptor
-	var bestRc *evidence.Receipt
-	var bestAt time.Time
-	for _, d := range rcs {
-		b, err := src.GetDescriptor(d)
-		if err != nil {
-			return best, nil, false, err
-		}
-		var rc evidence.Receipt
-		if err := evidence.DecodeRecord(evidence.MediaTypeReceipt, b, &rc); err != nil {
-			return best, nil, false, refuse.Wrap(CodePreviousInvalid, err, "receipt %s", d.Digest)
-		}
-		if rc.ClusterUID != cluster {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, rc.FinishedAt)
-		if err != nil {
-			return best, nil, false, refuse.New(CodePreviousInvalid, "receipt %s has no valid finishedAt", d.Digest)
-		}
-		// Ties (never in practice) go to the larger digest, so the choice does not depend on order.
-		if bestRc == nil || at.After(bestAt) || (at.Equal(bestAt) && d.Digest > best.Digest) {
-			best, bestRc, bestAt = d, &rc, at
-		}
-	}
-	return best, bestRc, bestRc != nil, nil
 }
 
 // Compute builds the plan of cur (the preflight's verified lock, its manifest blob and target)

@@ -234,12 +234,15 @@ func TestComputeRefusals(t *testing.T) {
 			}
 		})
 	}
-	// Latest refuses a receipt that does not decode, and one without a valid finishedAt.
+	// LoadLineage refuses a receipt that does not decode, and one whose preflight is not one.
 	src := mem{}
 	bad := evidence.Descriptor{MediaType: evidence.MediaTypeReceipt, Digest: evidence.FromBytes([]byte("x")), Size: 2}
 	src[bad] = []byte("{}")
-	if _, _, _, err := plan.Latest(src, []evidence.Descriptor{bad}, "c"); refuse.CodeOf(err) != plan.CodePreviousInvalid {
+	if _, err := plan.LoadLineage(src, []evidence.Descriptor{bad}); refuse.CodeOf(err) != plan.CodeLineageInvalid {
 		t.Fatalf("undecodable receipt: %v", err)
+	}
+	if _, err := plan.PreviousOf(src, bad); refuse.CodeOf(err) != plan.CodeLineageInvalid {
+		t.Fatalf("a receipt named as a preflight: %v", err)
 	}
 }
 

@@ -38,6 +38,7 @@ func decodeJSON(t *testing.T, b []byte) any {
 // field manager qinglong3-catalog-lock, strict validation) and checks that every field written
 // reads back with the same value: the server may add defaults, but must not rewrite anything.
 func TestLockedManifestAppliesAndReadsBack(t *testing.T) {
+	testcluster.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	manifest, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "release-3.4.1", "locked.yaml"))
@@ -139,6 +140,7 @@ func subset(got, want any, path string) error {
 // TestReadBackCatchesRewrites proves the read-back comparison is not vacuous: a quantity the
 // server normalizes (cpu "0.1" is stored as "100m") is reported.
 func TestReadBackCatchesRewrites(t *testing.T) {
+	testcluster.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := cluster.CreateNamespace(ctx, "rewrite"); err != nil {

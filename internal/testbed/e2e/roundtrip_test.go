@@ -93,6 +93,7 @@ func signingKey(t *testing.T) (*attest.SigningKey, [][]byte) {
 // scanned for the registry password, the signing key and the cluster's credentials.
 func TestCeremonyAttestPushPullAudit(t *testing.T) {
 	reg := registry(t)
+	testcluster.Need(t)
 	ctx := context.Background()
 	var out bytes.Buffer // everything the commands would print: progress, results, reports, errors
 	show := func(v any) {

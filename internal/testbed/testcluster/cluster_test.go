@@ -20,6 +20,7 @@ func kc(t *testing.T, stdin string, args ...string) (string, string, error) {
 }
 
 func TestKubeSystemUIDStable(t *testing.T) {
+	Need(t)
 	for range 2 {
 		out, se, err := kc(t, "", "get", "namespace", "kube-system", "-o=jsonpath={.metadata.uid}")
 		if err != nil || out != shared.KubeSystemUID || out == "" {
@@ -29,6 +30,7 @@ func TestKubeSystemUIDStable(t *testing.T) {
 }
 
 func TestServerSideApplyBehaviour(t *testing.T) {
+	Need(t)
 	home, _ := os.UserHomeDir()
 	before := snapshot(home)
 	defer func() {
@@ -87,6 +89,7 @@ func TestServerSideApplyBehaviour(t *testing.T) {
 }
 
 func TestSeparateClustersDifferAndStopCleans(t *testing.T) {
+	Need(t)
 	home, _ := os.UserHomeDir()
 	before := snapshot(home)
 	tools, err := FindTools()

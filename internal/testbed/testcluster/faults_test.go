@@ -27,10 +27,7 @@ func golden(t *testing.T, name, stderr string) {
 // is left alone), shown with the real kubectl, and each undone: the cluster answers again with
 // the same kube-system UID, through the kubeconfig written at Start.
 func TestFaultControls(t *testing.T) {
-	tools, err := FindTools()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools := NeedTools(t)
 	ctx := context.Background()
 	c, err := Start(ctx, tools, Options{RequestTimeout: 5 * time.Second})
 	if err != nil {
@@ -125,10 +122,7 @@ func TestFaultControls(t *testing.T) {
 // TestStopEndsPausedProcesses: a cluster whose API server is paused (and whose etcd is stopped
 // and started again) still stops cleanly: no process of it is left, paused or not.
 func TestStopEndsPausedProcesses(t *testing.T) {
-	tools, err := FindTools()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools := NeedTools(t)
 	ctx := context.Background()
 	c, err := Start(ctx, tools, Options{})
 	if err != nil {

@@ -101,6 +101,7 @@ func TestFindToolsKubectlFromAnotherDir(t *testing.T) {
 // TestToolVersions: the running cell is what it claims, the API server of $QL3_K8S_TOOLS and the
 // kubectl of $QL3_KUBECTL_TOOLS (or the same directory), as both report themselves.
 func TestToolVersions(t *testing.T) {
+	Need(t)
 	tools, err := FindTools()
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +131,7 @@ func TestToolVersions(t *testing.T) {
 // (docs/kubectl.md lists them); the ceremony's own tests check that ql3 reads each one. Here
 // only the anchors the parsers key on are asserted.
 func TestKubectlForms(t *testing.T) {
+	Need(t)
 	ns := "forms-test"
 	if err := shared.CreateNamespace(context.Background(), ns); err != nil {
 		t.Fatal(err)

@@ -108,6 +108,7 @@ func capture(t *testing.T, name string, b []byte) {
 const fixtureNS = "ql3-conv"
 
 func TestConverges(t *testing.T) {
+	testcluster.Need(t)
 	m := deploy(t, fixtureNS, fixture(t))
 	out := read(t, m, false)
 	res, err := verify(m, out)
@@ -150,6 +151,7 @@ func TestConverges(t *testing.T) {
 // TestSyntheticRelease runs the synthetic 3.4.1 release through the real lock verifier, the real
 // server-side apply and Verify, as the ceremony does, then changes an image as a second manager.
 func TestSyntheticRelease(t *testing.T) {
+	testcluster.Need(t)
 	dir := filepath.Join("..", "..", "..", "testdata", "release-3.4.1")
 	m, err := os.ReadFile(filepath.Join(dir, "locked.yaml"))
 	if err != nil {
@@ -192,6 +194,7 @@ func TestSyntheticRelease(t *testing.T) {
 // field is absent), stores 1.0 as 1 (converges: numbers compare by decimal value) and normalizes
 // quantities (refused: the value differs).
 func TestServerRendering(t *testing.T) {
+	testcluster.Need(t)
 	if err := cluster.CreateNamespace(context.Background(), "conv-render"); err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +235,7 @@ func TestServerRendering(t *testing.T) {
 // TestNamespaceFromContext: a manifest object without a namespace lands in the context's
 // namespace, which Verify accepts and reports.
 func TestNamespaceFromContext(t *testing.T) {
+	testcluster.Need(t)
 	m := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conv-no-namespace\ndata: {k: v}\n")
 	must(t, "", string(m), ssa...)
 	res, err := verify(m, read(t, m, false))
@@ -257,6 +261,7 @@ func applyAs(manager, stdin string) step {
 const otherImage = "ghcr.io/qinglong/web@sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
 func TestLiveChanges(t *testing.T) {
+	testcluster.Need(t)
 	cmPort := func(v string) string {
 		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: qinglong-config, namespace: {ns}}\ndata: {QL_PORT: \"" + v + "\"}\n"
 	}

@@ -32,12 +32,7 @@ func envValue(out, key string) string {
 // `down` of one leaves the other serving (issue 13, finding 6: one cluster per $HOME used to be
 // stopped by any other checkout's cluster-down).
 func TestStateDirsIsolateClusters(t *testing.T) {
-	if _, err := testcluster.FindTools(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testcluster.NeedTools(t)
 	bin := filepath.Join(t.TempDir(), "ql3-cluster")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
