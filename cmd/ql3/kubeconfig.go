@@ -20,8 +20,8 @@ const CodeKubeconfigViolations refuse.Code = "KUBECONFIG_VIOLATIONS"
 
 func newKubeconfigCmd(root *RootOptions) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "kubeconfig",
-		Short:   "Check a kubeconfig against ql3's policy, or extract one context into a pinned one",
+		Use:   "kubeconfig",
+		Short: "Check a kubeconfig against ql3's policy, or extract one context into a pinned one",
 		Example: "  ql3 kubeconfig check /abs/private/kubeconfig --context prod\n" +
 			"  ql3 kubeconfig extract --kubeconfig ~/.kube/config --context prod --out /abs/private/kubeconfig",
 		Args: cobra.NoArgs,
