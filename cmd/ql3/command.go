@@ -131,7 +131,7 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	}
 	raw = append(raw, '\n')
 	// The file must parse as ql3 parses it, and pass every offline check of the preflight.
-	pc, err := ceremony.ParseCommand(raw)
+	pc, err := command.Parse(raw)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (o *commandNewOptions) runFromReceipt(s streams) error {
 		return fmt.Errorf("encode command: %w", err)
 	}
 	raw = append(raw, '\n')
-	if _, err := ceremony.ParseCommand(raw); err != nil {
+	if _, err := command.Parse(raw); err != nil {
 		return err
 	}
 	if err := stablefile.Create("command file", o.out, raw); err != nil {
