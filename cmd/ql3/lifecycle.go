@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/ceremony"
@@ -122,7 +121,7 @@ func (r historyResult) writeText(w io.Writer) error { return r.WriteText(w) }
 // describeOptions: `ql3 describe DIGEST`.
 type describeOptions struct {
 	root    *RootOptions
-	subject digest.Digest
+	subject digestRef
 }
 
 func newDescribeCmd(root *RootOptions) *cobra.Command {
@@ -142,7 +141,7 @@ func newDescribeCmd(root *RootOptions) *cobra.Command {
 
 func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.subject, err = digestArg("DIGEST", a[0])
+	o.subject, err = digestRefArg("DIGEST", a[0])
 	return err
 }
 func (o *describeOptions) validate() error { return nil }
@@ -152,7 +151,11 @@ func (o *describeOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
-	d, err := history.Describe(st, o.subject)
+	subject, err := o.subject.resolve(st)
+	if err != nil {
+		return err
+	}
+	d, err := history.Describe(st, subject)
 	if err != nil {
 		return err
 	}
