@@ -16,15 +16,15 @@ import (
 var readPublicFile = func(path string, ceiling int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, refuse.NewUsage(stablefile.CodeNotFound, "public key %s does not exist", path)
+		return nil, refuse.New(stablefile.CodeNotFound, "public key %s does not exist", path)
 	}
 	if err != nil {
-		return nil, &refuse.Error{Code: stablefile.CodeIO, Class: refuse.Usage, Msg: "public key " + path + " cannot be opened", Err: err}
+		return nil, &refuse.Error{Code: stablefile.CodeIO, Msg: "public key " + path + " cannot be opened", Err: err}
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, &refuse.Error{Code: stablefile.CodeIO, Class: refuse.Usage, Msg: "public key " + path + " cannot be stated", Err: err}
+		return nil, &refuse.Error{Code: stablefile.CodeIO, Msg: "public key " + path + " cannot be stated", Err: err}
 	}
 	if !st.Mode().IsRegular() {
 		return nil, refuse.New(stablefile.CodeNotRegular, "public key %s is not a regular file", path)
@@ -34,7 +34,7 @@ var readPublicFile = func(path string, ceiling int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, ceiling+1))
 	if err != nil {
-		return nil, &refuse.Error{Code: stablefile.CodeIO, Class: refuse.Usage, Msg: "public key " + path + " cannot be read", Err: err}
+		return nil, &refuse.Error{Code: stablefile.CodeIO, Msg: "public key " + path + " cannot be read", Err: err}
 	}
 	if int64(len(b)) > ceiling {
 		return nil, refuse.New(stablefile.CodeTooLarge, "public key %s grew past the ceiling of %d bytes while it was read", path, ceiling)

@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/buildinfo"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/refuse"
@@ -32,7 +33,7 @@ const partialHint = "nothing was rolled back and no receipt was published; the c
 	"audit live state with kubectl get --show-managed-fields, then rerun this apply command to roll forward " +
 	"(it recovers from its intent) or apply an earlier lock"
 
-func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.File) (*Result, error) {
+func apply(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (*Result, error) {
 	s, err := newSession(opts, pc, f)
 	if err != nil {
 		return nil, err
@@ -60,7 +61,7 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 			return nil, refuse.New(CodeRecordInvalid, "receipt %s binds command %s, not %s", d.Digest, r.Command.Digest, pc.Digest)
 		}
 		if opts.Progress != nil {
-			(&progress{w: opts.Progress, total: 1, now: opts.Now}).step("existing receipt (offline)", func() error { return nil })
+			_ = runSteps(opts.Progress, opts.Now, []step{{"existing receipt (offline)", func() error { return nil }}})
 		}
 		res.Receipt, res.Intent, res.Recovered, res.Offline, res.OK = d.Digest, r.Intent.Digest, r.Recovered, true, true
 		if err := s.offlineAnswer(res, d, &r); err != nil {
@@ -69,14 +70,10 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 		return res, nil
 	}
 
-	p := &progress{w: opts.Progress, total: 10, now: opts.Now}
 	var preDesc, intentDesc evidence.Descriptor
 	var objects []evidence.LiveObject
 	recovered := false
-	steps := []struct {
-		title string
-		f     func() error
-	}{
+	steps := []step{
 		{"load preflight report", func() error {
 			var err error
 			preDesc, err = s.loadPreflight()
@@ -145,10 +142,8 @@ func apply(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.F
 			return partial(err)
 		}},
 	}
-	for _, st := range steps {
-		if err := p.step(st.title, st.f); err != nil {
-			return nil, err
-		}
+	if err := runSteps(opts.Progress, opts.Now, steps); err != nil {
+		return nil, err
 	}
 	res.Intent, res.Recovered, res.OK = intentDesc.Digest, recovered, true
 	return res, nil

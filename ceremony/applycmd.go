@@ -6,6 +6,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/refuse"
 )
@@ -28,7 +29,7 @@ func CheckApplyCommandPath(path string) error {
 // WriteApplyCommand writes the apply command file: the preflight command with command changed and
 // preflight added, 0600, never replacing an existing file, in a private directory, staged and
 // committed so that a crash leaves no half-written file (stablefile.Create).
-func WriteApplyCommand(path string, pc *ParsedCommand, pre digest.Digest) error {
+func WriteApplyCommand(path string, pc *command.Parsed, pre digest.Digest) error {
 	c := pc.Command
 	c.Command = evidence.CommandApply
 	c.Preflight = &pre

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -48,7 +49,7 @@ func WithSignals(parent context.Context) (context.Context, func()) {
 
 // interrupted turns the refusal of a run that a signal ended into an INTERRUPTED refusal that
 // says whether a mutation may have happened and which command recovers, and prints that line.
-func interrupted(ctx context.Context, opts Options, pc *ParsedCommand, err error) error {
+func interrupted(ctx context.Context, opts Options, pc *command.Parsed, err error) error {
 	var in *Interrupted
 	if err == nil || !errors.As(context.Cause(ctx), &in) {
 		return err

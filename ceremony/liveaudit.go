@@ -159,7 +159,6 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 	pc := s.pc
 	res := &LiveAuditResult{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store,
 		ClusterUID: pc.Command.ExpectedClusterUID}
-	p := &progress{w: s.opts.Progress, total: 6, now: s.opts.Now}
 	var rcDesc evidence.Descriptor
 	var rc evidence.Receipt
 	var manBytes []byte
@@ -171,10 +170,7 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 		err      error
 	}
 	judgeCh := make(chan judged, 1) // buffered: a run refused before it is read leaves no goroutine behind
-	steps := []struct {
-		title string
-		f     func() error
-	}{
+	steps := []step{
 		// OpenExecutable hashes kubectl in full (the start-of-run full hash, about 50 ms) on the
 		// other core while the receipt is loaded, its lock verified and the inputs stored.
 		{"load receipt from the store, read and verify inputs", func() error {
@@ -245,10 +241,8 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 			return err
 		}},
 	}
-	for _, st := range steps {
-		if err := p.step(st.title, st.f); err != nil {
-			return nil, err
-		}
+	if err := runSteps(s.opts.Progress, s.opts.Now, steps); err != nil {
+		return nil, err
 	}
 	res.Receipt, res.Release, res.Objects = rcDesc.Digest, rc.Lock.ReleaseVersion, len(findings)
 	res.Verdicts = convergence.Verdicts(findings, rc.Objects)

@@ -2,6 +2,7 @@ package ceremony
 
 import (
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/store"
 )
@@ -18,7 +19,7 @@ type Offline struct {
 // same codes: the store, the private inputs and their pins, the lock and the manifest, the
 // kubeconfig policy and kubectl. It writes nothing and opens no connection. ql3 command new runs it
 // so that the file it writes passes them.
-func CheckOffline(pc *ParsedCommand) (*Offline, error) {
+func CheckOffline(pc *command.Parsed) (*Offline, error) {
 	st, err := store.Open(pc.Command.Store)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 // CommandFile is a command file read as a stable private input and parsed. It is re-verified
 // before every network step of the run that executes it.
 type CommandFile struct {
-	Parsed *ParsedCommand
+	Parsed *command.Parsed
 	file   *stablefile.File
 }
 
@@ -63,7 +63,7 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 	return Run(ctx, opts, evidence.CommandApply)
 }
 
-func newSession(opts Options, pc *ParsedCommand, f *stablefile.File) (*session, error) {
+func newSession(opts Options, pc *command.Parsed, f *stablefile.File) (*session, error) {
 	st, err := store.Open(pc.Command.Store)
 	if err != nil {
 		return nil, err
@@ -71,19 +71,15 @@ func newSession(opts Options, pc *ParsedCommand, f *stablefile.File) (*session, 
 	return &session{opts: opts, pc: pc, cmdFile: f, st: st, started: opts.Now()}, nil
 }
 
-func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefile.File) (*Result, error) {
+func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (*Result, error) {
 	s, err := newSession(opts, pc, f)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	p := &progress{w: opts.Progress, total: 7, now: opts.Now}
 	var plan *evidence.Descriptor
 	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store}
-	steps := []struct {
-		title string
-		f     func() error
-	}{
+	steps := []step{
 		// OpenExecutable hashes kubectl in full: that is the start-of-run full hash. A bad
 		// --write-apply-command path is refused with the other offline checks, before any network step.
 		{"read and verify inputs, offline checks", func() error {
@@ -117,15 +113,13 @@ func preflight(ctx context.Context, opts Options, pc *ParsedCommand, f *stablefi
 			return WriteApplyCommand(opts.WriteApplyCommand, pc, res.Preflight)
 		}},
 	}
-	for _, st := range steps {
-		if err := p.step(st.title, st.f); err != nil {
-			if res.Preflight != "" {
-				// The report is published: the caller prints its digest with the refusal, so the
-				// operator can still write the apply command by hand or with ql3 command new.
-				return res, err
-			}
-			return nil, err
+	if err := runSteps(opts.Progress, opts.Now, steps); err != nil {
+		if res.Preflight != "" {
+			// The report is published: the caller prints its digest with the refusal, so the
+			// operator can still write the apply command by hand or with ql3 command new.
+			return res, err
 		}
+		return nil, err
 	}
 	res.OK = true
 	return res, nil

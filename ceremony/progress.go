@@ -6,6 +6,25 @@ import (
 	"time"
 )
 
+// step is one line of a ceremony's progress: what it does, and doing it.
+type step struct {
+	title string
+	f     func() error
+}
+
+// runSteps runs a ceremony's step table in order, printing one line per step out of len(steps)
+// (the count is the table's, so a step added or removed cannot leave a stale total), and stops at
+// the first refusal, which it returns.
+func runSteps(w io.Writer, now func() time.Time, steps []step) error {
+	p := &progress{w: w, total: len(steps), now: now}
+	for _, st := range steps {
+		if err := p.step(st.title, st.f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // progress prints one stderr line per step: "[3/8] server-side dry-run … ok (0.41 s)".
 type progress struct {
 	w     io.Writer

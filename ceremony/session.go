@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/evidence/command"
 	"github.com/qinglong/ql3/evidence/lock"
 	"github.com/qinglong/ql3/internal/kubeconfig"
 	"github.com/qinglong/ql3/internal/kubectl"
@@ -83,7 +84,7 @@ type Result struct {
 // session holds the verified inputs and the evidence of one run.
 type session struct {
 	opts       Options
-	pc         *ParsedCommand
+	pc         *command.Parsed
 	cmdFile    *stablefile.File
 	st         *store.Store
 	manifest   *stablefile.File
@@ -138,12 +139,12 @@ func (o *Options) complete() {
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // loadCommand reads the command file as a stable private input and parses it.
-func loadCommand(opts Options, want string) (*ParsedCommand, *stablefile.File, error) {
-	f, err := stablefile.Read(opts.CommandFile, evidence.RoleCommandFile, MaxCommandFile)
+func loadCommand(opts Options, want string) (*command.Parsed, *stablefile.File, error) {
+	f, err := stablefile.Read(opts.CommandFile, evidence.RoleCommandFile, command.MaxFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc, err := ParseCommand(f.Bytes)
+	pc, err := command.Parse(f.Bytes)
 	if err != nil {
 		return nil, nil, err
 	}

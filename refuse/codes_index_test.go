@@ -3,12 +3,15 @@ package refuse_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/qinglong/ql3/refuse"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/reason-codes.md from the other docs' tables")
@@ -26,8 +29,11 @@ func reasonCodesIndex(docs string) ([]byte, error) {
 	sort.Strings(names)
 	var b bytes.Buffer
 	b.WriteString("# Reason codes\n\n" +
-		"Every refusal prints `ql3: refused: CODE: message` on stderr and exits 1 (2 for usage-class codes);\n" +
-		"`--output json` prints `{\"ok\":false,\"code\":\"CODE\",...}`. Codes are stable: a code is never reused\n" +
+		"Every refusal prints `ql3: refused: CODE: message` on stderr and exits with its code's status, the\n" +
+		"exit column below: 1, or 2 for the command line's own codes, whose line reads `ql3: usage: CODE:\n" +
+		"message`. The column is generated from the one table of exit statuses (`refuse/exit.go`), so the\n" +
+		"same code exits the same way from every command. `--output json` prints\n" +
+		"`{\"ok\":false,\"code\":\"CODE\",...}`. Codes are stable: a code is never reused\n" +
 		"for another meaning. Each is defined once, beside the check that raises it, and a test\n" +
 		"(refuse) keeps this index and the code in step. This file is generated from the tables in\n" +
 		"the documents named below (`go test ./refuse -run TestReasonCodesIndexFresh -update-docs`);\n" +
@@ -49,13 +55,13 @@ func reasonCodesIndex(docs string) ([]byte, error) {
 				continue
 			}
 			rest := strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimSpace(m[2]), "|")), " ")
-			rows = append(rows, "| `"+m[1]+"` | "+rest+" |")
+			rows = append(rows, fmt.Sprintf("| `%s` | %d | %s |", m[1], refuse.ExitStatus(refuse.Code(m[1])), rest))
 		}
 		if len(rows) == 0 {
 			continue
 		}
 		title := strings.TrimSpace(strings.TrimPrefix(lines[0], "#"))
-		b.WriteString("\n## " + title + " ([" + base + "](" + base + "))\n\n| code | raised when |\n|---|---|\n")
+		b.WriteString("\n## " + title + " ([" + base + "](" + base + "))\n\n| code | exit | raised when |\n|---|---|---|\n")
 		b.WriteString(strings.Join(rows, "\n") + "\n")
 	}
 	return b.Bytes(), nil

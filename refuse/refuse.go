@@ -2,8 +2,9 @@
 //
 // Every check that fails closed returns a *Error whose Code is a constant declared beside that
 // check, in the package that performs it. cmd/ql3 maps a *Error to the single stderr line
-// "ql3: refused: CODE: message" (plus an optional "ql3: hint: ..." line) and exit status 1, or
-// status 2 when the error is of the usage class. docs/reason-codes.md lists every code; a test
+// "ql3: refused: CODE: message" (plus an optional "ql3: hint: ..." line) and the exit status
+// ExitStatus gives its code (exit.go): 1, or 2 for the command line's own codes, whose line reads
+// "ql3: usage: CODE: message". docs/reason-codes.md lists every code with its exit status; a test
 // keeps the two in step.
 //
 // Messages are low-sensitivity by contract: paths, digests, sizes, counts, field paths and reason
@@ -21,22 +22,12 @@ import (
 // Code is a stable, upper-case reason code such as OBJECT_CORRUPT.
 type Code string
 
-// Class separates a refusal (a check failed closed: exit 1) from a usage problem (bad flags or an
-// input that cannot be read at all: exit 2).
-type Class int
-
-const (
-	Refused Class = iota
-	Usage
-)
-
 // Error is a refusal with its reason code.
 type Error struct {
-	Code  Code
-	Class Class
-	Msg   string // low-sensitivity, lower case, no trailing period
-	Hint  string // optional advice printed on its own line
-	Err   error  // optional cause; its text is appended to Msg, so it obeys the same rules
+	Code Code
+	Msg  string // low-sensitivity, lower case, no trailing period
+	Hint string // optional advice printed on its own line
+	Err  error  // optional cause; its text is appended to Msg, so it obeys the same rules
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message() }
@@ -61,19 +52,14 @@ func (e *Error) Message() string {
 	return fmt.Sprintf("%s: %v", e.Msg, e.Err)
 }
 
-// New returns a refusal of class Refused.
+// New returns a refusal; its exit status is its code's (ExitStatus).
 func New(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Wrap returns a refusal of class Refused that keeps err as its cause.
+// Wrap returns a refusal that keeps err as its cause.
 func Wrap(code Code, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: err}
-}
-
-// NewUsage returns a refusal of class Usage (exit status 2).
-func NewUsage(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Class: Usage, Msg: fmt.Sprintf(format, args...)}
 }
 
 // WithHint sets the hint and returns e, for chaining at the raise site.

@@ -39,7 +39,7 @@ log "ql3 lock materialize: the synthetic release 3.4.1"
 "$ql3" lock materialize --catalog testdata/release-3.4.1/catalog.json \
 	--manifest testdata/release-3.4.1/unlocked.yaml --out "$in" >&2
 log "ql3 lock verify"
-"$ql3" lock verify --manifest "$in/locked.yaml" --report "$in/lock-report.json" >&2
+"$ql3" lock verify --manifest "$in/locked.yaml" --lock-report "$in/lock-report.json" >&2
 store="$work/store"
 
 k() { env -i HOME="$work" KUBERC=off KUBECTL_KUBERC=false "$kubectl" --kubeconfig="$in/kubeconfig" --context="$context" "$@"; }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"io"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -22,7 +22,7 @@ type attestOptions struct {
 
 func newAttestCmd(root *RootOptions) *cobra.Command {
 	o := &attestOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "attest --store DIR --key KEY DIGEST",
 		Short: "Audit a receipt or preflight report, then sign an in-toto statement of its facts (Sigstore bundle)",
 		Long: "Audits the record offline first and refuses to sign one that fails. Then stores an in-toto\n" +
@@ -36,8 +36,8 @@ func newAttestCmd(root *RootOptions) *cobra.Command {
 			"  ql3 audit --store /abs/evidence --key /abs/keys/signing-key.pub sha256:5f0c...",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(o),
-	}
-	c.Flags().StringVar(&o.keyPath, "key", "", "absolute path of the signing key (PKCS#8 PEM, private stable input)")
+	})
+	pathVar(c.Flags(), &o.keyPath, "key", "the signing key (PKCS#8 PEM, private stable input)")
 	return c
 }
 
@@ -48,10 +48,7 @@ func (o *attestOptions) complete(_ *cobra.Command, a []string) error {
 }
 
 func (o *attestOptions) validate() error {
-	if err := requireFlags([2]string{"--key", o.keyPath}); err != nil {
-		return err
-	}
-	return checkAbsolute("--key", o.keyPath)
+	return requireFlags([2]string{"--key", o.keyPath})
 }
 
 func (o *attestOptions) run(_ context.Context, s streams) error {
@@ -68,10 +65,17 @@ func (o *attestOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK bool `json:"ok"`
-		*attest.Attestation
-	}{true, a}, fmt.Sprintf("bundle %s\nstatement %s\nkey %s", a.Bundle.Digest, a.Statement.Digest, a.KeyDigest))
+	return o.root.printResult(s.out, attestResult{true, a}, nil)
+}
+
+// attestResult: the attestation stored.
+type attestResult struct {
+	OK bool `json:"ok"`
+	*attest.Attestation
+}
+
+func (r attestResult) writeText(w io.Writer) error {
+	return lines(w, "bundle "+string(r.Bundle.Digest), "statement "+string(r.Statement.Digest), "key "+string(r.KeyDigest))
 }
 
 // auditAndAttest signs only what the offline audit passes: an attestation states facts, it does

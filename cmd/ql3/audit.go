@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -25,7 +26,7 @@ type auditOptions struct {
 
 func newAuditCmd(root *RootOptions) *cobra.Command {
 	o := &auditOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "audit DIGEST",
 		Short: "Audit a receipt or preflight report offline, re-deriving every verdict from the store",
 		Long: "Audit a receipt or a preflight report from a copy of the evidence store alone: no network\n" +
@@ -35,29 +36,28 @@ func newAuditCmd(root *RootOptions) *cobra.Command {
 			"  ql3 audit --layout /abs/oci-layout sha256:5f0c...",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(o),
-	}
+	})
 	c.Flags().StringArrayVar(&o.keyPaths, "key", nil, "trusted public key (PKIX PEM, ECDSA P-256 or Ed25519); repeatable: at least one attestation must verify")
-	c.Flags().StringVar(&o.layout, "layout", "", "audit an OCI image layout (ql3 store export, oras copy --to-oci-layout) read-only instead of a store")
+	pathVar(c.Flags(), &o.layout, "layout", "audit an OCI image layout (ql3 store export, oras copy --to-oci-layout) read-only instead of a store")
 	return c
 }
 
 func (o *auditOptions) complete(_ *cobra.Command, args []string) error {
+	for i, k := range o.keyPaths {
+		a, err := absPath("--key", k)
+		if err != nil {
+			return err
+		}
+		o.keyPaths[i] = a
+	}
 	var err error
 	o.subject, err = digestArg("DIGEST", args[0])
 	return err
 }
 
 func (o *auditOptions) validate() error {
-	for _, k := range o.keyPaths {
-		if err := checkAbsolute("--key", k); err != nil {
-			return err
-		}
-	}
-	if o.layout != "" {
-		if o.root.Store != "" && !o.root.storeFromEnv {
-			return refuse.NewUsage(CodeFlagNotApplicable, "--layout and --store name two evidence sources: give one")
-		}
-		return checkAbsolute("--layout", o.layout)
+	if o.layout != "" && o.root.Store != "" && !o.root.storeFromEnv {
+		return refuse.New(CodeFlagNotApplicable, "--layout and --store name two evidence sources: give one")
 	}
 	return nil
 }
@@ -94,43 +94,44 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 }
 
 // printAudit prints the report (one line per check, or the report object under --output json) and
-// returns its refusal, marked as printed so that the JSON result object is not printed twice.
+// returns its refusal.
 func (o *RootOptions) printAudit(w io.Writer, rep *audit.Report) error {
-	if o.Output == "json" {
-		if err := o.printResult(w, rep, ""); err != nil {
-			return err
+	return o.printResult(w, auditResult{rep}, rep.Err())
+}
+
+// auditResult: the audit report, which carries its own ok and code.
+type auditResult struct{ *audit.Report }
+
+func (r auditResult) MarshalJSON() ([]byte, error) { return json.Marshal(r.Report) }
+
+func (r auditResult) writeText(w io.Writer) error {
+	rep := r.Report
+	for _, c := range rep.Checks {
+		if c.OK {
+			fmt.Fprintf(w, "ok    %s: %s\n", c.Name, c.Detail)
+		} else {
+			fmt.Fprintf(w, "FAIL  %s: %s: %s\n", c.Name, c.Code, c.Detail)
 		}
-	} else {
-		for _, c := range rep.Checks {
-			if c.OK {
-				fmt.Fprintf(w, "ok    %s: %s\n", c.Name, c.Detail)
-			} else {
-				fmt.Fprintf(w, "FAIL  %s: %s: %s\n", c.Name, c.Code, c.Detail)
-			}
-		}
-		if a := rep.Attestations; a != nil {
-			for _, f := range a.Attestations {
-				state := "not verified"
-				if f.Verified {
-					state = "verified by key " + string(f.Key)
-				} else if f.Code != "" {
-					state = "not verified: " + string(f.Code)
-				}
-				fmt.Fprintf(w, "attestation bundle %s: %s\n", f.Bundle, state)
-			}
-		}
-		for _, n := range rep.NotChecked {
-			fmt.Fprintf(w, "not checked: %s\n", n)
-		}
-		verdict := "passed"
-		if !rep.OK {
-			verdict = "FAILED"
-		}
-		fmt.Fprintf(w, "audit of %s %s %s: %d checks, externalResultsReplayed %v, crossResourceAtomicity %v\n",
-			rep.Kind, rep.Subject, verdict, len(rep.Checks), rep.ExternalResultsReplayed, rep.CrossResourceAtomicity)
 	}
-	if err := rep.Err(); err != nil {
-		return printedError{err}
+	if a := rep.Attestations; a != nil {
+		for _, f := range a.Attestations {
+			state := "not verified"
+			if f.Verified {
+				state = "verified by key " + string(f.Key)
+			} else if f.Code != "" {
+				state = "not verified: " + string(f.Code)
+			}
+			fmt.Fprintf(w, "attestation bundle %s: %s\n", f.Bundle, state)
+		}
 	}
-	return nil
+	for _, n := range rep.NotChecked {
+		fmt.Fprintf(w, "not checked: %s\n", n)
+	}
+	verdict := "passed"
+	if !rep.OK {
+		verdict = "FAILED"
+	}
+	_, err := fmt.Fprintf(w, "audit of %s %s %s: %d checks, externalResultsReplayed %v, crossResourceAtomicity %v\n",
+		rep.Kind, rep.Subject, verdict, len(rep.Checks), rep.ExternalResultsReplayed, rep.CrossResourceAtomicity)
+	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -31,7 +32,9 @@ func (o *canonicalizeOptions) complete(_ *cobra.Command, a []string) error {
 	if len(a) == 1 {
 		o.name = a[0]
 	}
-	return nil
+	var err error
+	o.name, err = absPath("FILE", o.name)
+	return err
 }
 
 func (o *canonicalizeOptions) validate() error { return nil }
@@ -45,13 +48,14 @@ func (o *canonicalizeOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	if o.root.Output == "json" {
-		return o.root.printResult(s.out, struct {
-			OK        bool          `json:"ok"`
-			Canonical string        `json:"canonical"`
-			Digest    digest.Digest `json:"digest"`
-		}{true, string(c), evidence.FromBytes(c)}, "")
-	}
-	_, err = s.out.Write(append(c, '\n'))
-	return err
+	return o.root.printResult(s.out, canonicalResult{true, string(c), evidence.FromBytes(c)}, nil)
 }
+
+// canonicalResult: the canonical form; its text is the canonical bytes.
+type canonicalResult struct {
+	OK        bool          `json:"ok"`
+	Canonical string        `json:"canonical"`
+	Digest    digest.Digest `json:"digest"`
+}
+
+func (r canonicalResult) writeText(w io.Writer) error { return lines(w, r.Canonical) }

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"io"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/audit"
@@ -27,17 +28,17 @@ type ceremonyOptions struct {
 
 func newCeremonyCmd(root *RootOptions, use, want, short, example string) *cobra.Command {
 	o := &ceremonyOptions{root: root, want: want, writeApplyOK: use != "apply"}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:     use + " --command-file=PATH",
 		Short:   short,
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
-	}
-	c.Flags().StringVar(&o.commandFile, "command-file", "", "absolute path of the private command file")
+	})
+	pathVar(c.Flags(), &o.commandFile, "command-file", "the private command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
 	if o.writeApplyOK {
-		c.Flags().StringVar(&o.writeApply, "write-apply-command", "", "preflight: write the apply command file here (absolute, 0600, never replaced)")
+		pathVar(c.Flags(), &o.writeApply, "write-apply-command", "preflight: write the apply command file here (0600, never replaced)")
 	}
 	return c
 }
@@ -63,16 +64,7 @@ func newRunCmd(root *RootOptions) *cobra.Command {
 func (o *ceremonyOptions) complete(*cobra.Command, []string) error { return nil }
 
 func (o *ceremonyOptions) validate() error {
-	if err := requireFlags([2]string{"--command-file", o.commandFile}); err != nil {
-		return err
-	}
-	if err := checkAbsolute("--command-file", o.commandFile); err != nil {
-		return err
-	}
-	if o.writeApply != "" {
-		return checkAbsolute("--write-apply-command", o.writeApply)
-	}
-	return nil
+	return requireFlags([2]string{"--command-file", o.commandFile})
 }
 
 // checkFile refuses flags that contradict the command file: a store other than the file's (the
@@ -80,11 +72,11 @@ func (o *ceremonyOptions) validate() error {
 // is not a preflight.
 func (o *ceremonyOptions) checkFile(c *evidence.Command) error {
 	if o.root.Store != "" && o.root.Store != c.Store {
-		return refuse.NewUsage(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, c.Store).
+		return refuse.New(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, c.Store).
 			WithHint("drop %s: a ceremony always uses its command file's store", o.root.storeName())
 	}
 	if o.writeApply != "" && c.Command != evidence.CommandPreflight {
-		return refuse.NewUsage(CodeFlagNotApplicable, "--write-apply-command applies to a preflight command file, this one is %s", c.Command)
+		return refuse.New(CodeFlagNotApplicable, "--write-apply-command applies to a preflight command file, this one is %s", c.Command)
 	}
 	return nil
 }
@@ -121,30 +113,34 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	d := res.Receipt
-	if res.Command == evidence.CommandPreflight {
-		d = res.Preflight
+	return o.root.printResult(s.out, ceremonyResult{res}, nil)
+}
+
+// ceremonyResult: the result of a preflight or an apply; its text is the digest it published.
+type ceremonyResult struct{ *ceremony.Result }
+
+func (r ceremonyResult) writeText(w io.Writer) error {
+	d := r.Receipt
+	if r.Command == evidence.CommandPreflight {
+		d = r.Preflight
 	}
-	return o.root.printResult(s.out, res, fmt.Sprint(d))
+	return lines(w, string(d))
 }
 
 // publishedButRefused reports a preflight whose report was published but whose apply command file
 // could not be written: the digest still goes to stdout (in json, beside the refusal), since the
 // report is in the store and an apply command can still consume it.
 func (o *ceremonyOptions) publishedButRefused(s streams, res *ceremony.Result, err error) error {
-	r, ok := refuse.As(err)
-	if !ok {
+	if _, ok := refuse.As(err); !ok {
 		return err
 	}
-	if o.root.Output == "json" {
-		if perr := o.root.printResult(s.out, struct {
-			failure
-			Preflight string `json:"preflight"`
-		}{failure{Code: r.Code, Message: r.Message(), Hint: r.Hint}, string(res.Preflight)}, ""); perr != nil {
-			return perr
-		}
-		return printedError{err}
-	}
-	fmt.Fprintln(s.out, res.Preflight)
-	return err
+	return o.root.printResult(s.out, publishedRefusal{failureOf(err), res.Preflight}, err)
 }
+
+// publishedRefusal: a refusal that comes after the preflight report was published.
+type publishedRefusal struct {
+	failure
+	Preflight digest.Digest `json:"preflight"`
+}
+
+func (r publishedRefusal) writeText(w io.Writer) error { return lines(w, string(r.Preflight)) }

@@ -20,7 +20,7 @@ func TestCeremonyCommandRequiresFile(t *testing.T) {
 	cmd.SetErr(&bytes.Buffer{})
 	err := cmd.Execute()
 	r, ok := refuse.As(err)
-	if !ok || r.Code != CodeFlagRequired || r.Class != refuse.Usage {
+	if !ok || r.Code != CodeFlagRequired || refuse.ExitStatus(r.Code) != refuse.ExitUsage {
 		t.Fatalf("err %v", err)
 	}
 }

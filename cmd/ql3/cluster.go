@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -48,9 +49,9 @@ func newClusterIdentityCmd(root *RootOptions) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
-	c.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "absolute path of the kubeconfig (inline credentials, 0600)")
+	pathVar(c.Flags(), &o.kubeconfig, "kubeconfig", "the kubeconfig (inline credentials, 0600)")
 	c.Flags().StringVar(&o.context, "context", "", "kubeconfig context (explicit, required)")
-	c.Flags().StringVar(&o.kubectl, "kubectl", "", "absolute path of kubectl")
+	pathVar(c.Flags(), &o.kubectl, "kubectl", "the kubectl executable")
 	c.Flags().StringVar(&o.kubectlDigest, "kubectl-digest", "", "pinned kubectl digest; without it the digest is printed for review")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of the kubectl run")
 	return c
@@ -66,14 +67,8 @@ func (o *clusterIdentityOptions) complete(*cobra.Command, []string) error {
 }
 
 func (o *clusterIdentityOptions) validate() error {
-	if err := requireFlags([2]string{"--kubeconfig", o.kubeconfig}, [2]string{"--context", o.context},
-		[2]string{"--kubectl", o.kubectl}); err != nil {
-		return err
-	}
-	if err := checkAbsolute("--kubeconfig", o.kubeconfig); err != nil {
-		return err
-	}
-	return checkAbsolute("--kubectl", o.kubectl)
+	return requireFlags([2]string{"--kubeconfig", o.kubeconfig}, [2]string{"--context", o.context},
+		[2]string{"--kubectl", o.kubectl})
 }
 
 func (o *clusterIdentityOptions) run(ctx context.Context, s streams) error {
@@ -82,13 +77,21 @@ func (o *clusterIdentityOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	k := id.Kubeconfig
-	text := fmt.Sprintf("server         %s\nca digest      %s\ncontext        %s\nuser           %s\nauth kind      %s\n"+
+	return o.root.printResult(s.out, identityResult{true, id, o.kubectl}, nil)
+}
+
+// identityResult: what a human reviews before pinning a cluster.
+type identityResult struct {
+	OK bool `json:"ok"`
+	*ceremony.Identity
+	kubectl string
+}
+
+func (r identityResult) writeText(w io.Writer) error {
+	k := r.Kubeconfig
+	_, err := fmt.Fprintf(w, "server         %s\nca digest      %s\ncontext        %s\nuser           %s\nauth kind      %s\n"+
 		"kubectl        %s %s\nkube-system    %s\n"+
-		"review the server and CA with the cluster's owner; then pin the uid as expectedClusterUid (ql3 command new --cluster-uid)",
-		k.Server, k.CADigest, k.Context, refuse.Ident(k.User), k.AuthKind, o.kubectl, id.KubectlDigest, id.KubeSystemUID)
-	return o.root.printResult(s.out, struct {
-		OK bool `json:"ok"`
-		*ceremony.Identity
-	}{true, id}, text)
+		"review the server and CA with the cluster's owner; then pin the uid as expectedClusterUid (ql3 command new --cluster-uid)\n",
+		k.Server, k.CADigest, k.Context, refuse.Ident(k.User), k.AuthKind, r.kubectl, r.KubectlDigest, r.KubeSystemUID)
+	return err
 }

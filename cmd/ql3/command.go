@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -42,7 +43,7 @@ type commandNewOptions struct {
 
 func newCommandNewCmd(root *RootOptions) *cobra.Command {
 	o := &commandNewOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "new --store DIR --manifest F --lock-report F --kubeconfig F --context NAME --kubectl F --cluster-uid UID --out PATH",
 		Short: "Write a preflight command file: every digest computed, every offline check of a preflight run",
 		Long: "Reads every input as a preflight does (private stable files, the lock report against the\n" +
@@ -58,38 +59,28 @@ func newCommandNewCmd(root *RootOptions) *cobra.Command {
 			"    --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d --out private/preflight.json",
 		Args: cobra.NoArgs,
 		RunE: runE(o),
-	}
+	})
 	f := c.Flags()
-	f.StringVar(&o.manifest, "manifest", "", "locked manifest (locked.yaml)")
-	f.StringVar(&o.lockReport, "lock-report", "", "lock report (lock-report.json)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with inline credentials")
+	pathVar(f, &o.manifest, "manifest", "locked manifest (locked.yaml)")
+	pathVar(f, &o.lockReport, "lock-report", "lock report (lock-report.json)")
+	pathVar(f, &o.kubeconfig, "kubeconfig", "kubeconfig with inline credentials")
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use (explicit, required)")
-	f.StringVar(&o.kubectl, "kubectl", "", "kubectl executable to pin")
+	pathVar(f, &o.kubectl, "kubectl", "kubectl executable to pin")
 	f.StringVar(&o.clusterUID, "cluster-uid", "", "the kube-system UID you reviewed (ql3 cluster identity)")
-	f.StringVar(&o.out, "out", "", "where to write the command file (0600, never replaced)")
+	pathVar(f, &o.out, "out", "where to write the command file (0600, never replaced)")
 	f.StringVar(&o.fromReceipt, "from-receipt", "", "write the live-audit command file of this receipt instead (needs only --store and --out)")
 	return c
 }
 
 func (o *commandNewOptions) complete(*cobra.Command, []string) error {
 	o.store = o.root.Store
-	for _, p := range []*string{&o.store, &o.manifest, &o.lockReport, &o.kubeconfig, &o.kubectl, &o.out} {
-		if *p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return refuse.NewUsage(CodePathNotAbsolute, "cannot resolve %s against the working directory", refuse.Ident(*p))
-		}
-		*p = abs
-	}
 	return nil
 }
 
 func (o *commandNewOptions) validate() error {
 	if o.fromReceipt != "" {
 		if o.manifest != "" || o.lockReport != "" || o.kubeconfig != "" || o.context != "" || o.kubectl != "" || o.clusterUID != "" {
-			return refuse.NewUsage(CodeFlagNotApplicable, "--from-receipt takes the target from the receipt: give only --store and --out")
+			return refuse.New(CodeFlagNotApplicable, "--from-receipt takes the target from the receipt: give only --store and --out")
 		}
 		if _, err := digestArg("--from-receipt", o.fromReceipt); err != nil {
 			return err
@@ -140,7 +131,7 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	}
 	raw = append(raw, '\n')
 	// The file must parse as ql3 parses it, and pass every offline check of the preflight.
-	pc, err := ceremony.ParseCommand(raw)
+	pc, err := command.Parse(raw)
 	if err != nil {
 		return err
 	}
@@ -151,16 +142,9 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	if err := stablefile.Create("command file", o.out, raw); err != nil {
 		return err
 	}
-	next := "ql3 preflight --command-file=" + o.out + " --write-apply-command=" +
-		strings.TrimSuffix(o.out, filepath.Ext(o.out)) + "-apply.json"
-	res := struct {
-		OK      bool             `json:"ok"`
-		Path    string           `json:"path"`
-		Digest  digest.Digest    `json:"digest"`
-		Release string           `json:"release"`
-		Command evidence.Command `json:"command"`
-		Next    string           `json:"next"`
-	}{true, o.out, evidence.FromBytes(raw), off.ReleaseVersion, c, next}
+	next := "ql3 preflight --command-file=" + shellQuote(o.out) + " --write-apply-command=" +
+		shellQuote(strings.TrimSuffix(o.out, filepath.Ext(o.out))+"-apply.json")
+	res := commandFileResult{OK: true, Path: o.out, Digest: evidence.FromBytes(raw), Release: off.ReleaseVersion, Command: c, Next: next}
 	var b strings.Builder
 	fmt.Fprintf(&b, "wrote %s (%s)\n", o.out, res.Digest)
 	fmt.Fprintf(&b, "store        %s\n", c.Store)
@@ -171,8 +155,25 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	fmt.Fprintf(&b, "context      %s (server %s, user %s, auth %s)\n", c.Kubeconfig.Context, k.Server, refuse.Ident(k.User), k.AuthKind)
 	fmt.Fprintf(&b, "kubectl      %s %s\n", c.Kubectl.Path, c.Kubectl.Digest)
 	fmt.Fprintf(&b, "cluster uid  %s (as given: the preflight refuses any other cluster)\n", c.ExpectedClusterUID)
-	fmt.Fprintf(&b, "next: %s", next)
-	return o.root.printResult(s.out, res, b.String())
+	fmt.Fprintf(&b, "next: %s\n", next)
+	res.text = b.String()
+	return o.root.printResult(s.out, res, nil)
+}
+
+// commandFileResult: a command file written, and the command to run next.
+type commandFileResult struct {
+	OK      bool             `json:"ok"`
+	Path    string           `json:"path"`
+	Digest  digest.Digest    `json:"digest"`
+	Release string           `json:"release"`
+	Command evidence.Command `json:"command"`
+	Next    string           `json:"next"`
+	text    string           // one review line per input, the next line last
+}
+
+func (r commandFileResult) writeText(w io.Writer) error {
+	_, err := io.WriteString(w, r.text)
+	return err
 }
 
 // fileDigest reads a private input as the preflight reads it and returns its digest.
@@ -212,22 +213,16 @@ func (o *commandNewOptions) runFromReceipt(s streams) error {
 		return fmt.Errorf("encode command: %w", err)
 	}
 	raw = append(raw, '\n')
-	if _, err := ceremony.ParseCommand(raw); err != nil {
+	if _, err := command.Parse(raw); err != nil {
 		return err
 	}
 	if err := stablefile.Create("command file", o.out, raw); err != nil {
 		return err
 	}
-	next := "ql3 live-audit --command-file=" + o.out
-	return o.root.printResult(s.out, struct {
-		OK      bool             `json:"ok"`
-		Path    string           `json:"path"`
-		Digest  digest.Digest    `json:"digest"`
-		Release string           `json:"release"`
-		Command evidence.Command `json:"command"`
-		Next    string           `json:"next"`
-	}{true, o.out, evidence.FromBytes(raw), rc.Lock.ReleaseVersion, c, next},
-		fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s", o.out, evidence.FromBytes(raw), rd, rc.Lock.ReleaseVersion, rc.ClusterUID, next))
+	next := "ql3 live-audit --command-file=" + shellQuote(o.out)
+	return o.root.printResult(s.out, commandFileResult{OK: true, Path: o.out, Digest: evidence.FromBytes(raw),
+		Release: rc.Lock.ReleaseVersion, Command: c, Next: next,
+		text: fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s\n", o.out, evidence.FromBytes(raw), rd, rc.Lock.ReleaseVersion, rc.ClusterUID, next)}, nil)
 }
 
 // getRecord reads a record of mediaType from the store (re-hashed, canonical, closed shape).

@@ -5,25 +5,15 @@ import (
 	"strings"
 
 	"github.com/opencontainers/go-digest"
+	"github.com/spf13/pflag"
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 )
 
-// Argument codes: each is a usage error (exit status 2), raised before anything is read.
-const (
-	// CodeFlagRequired: a required flag (or its environment variable) is missing. The one code for it.
-	CodeFlagRequired refuse.Code = "FLAG_REQUIRED"
-	// CodePathNotAbsolute: a flag that must name an absolute, clean path names another.
-	CodePathNotAbsolute refuse.Code = "PATH_NOT_ABSOLUTE"
-	// CodeFlagNotApplicable: a flag was given that the command (or its command file) does not take,
-	// or that contradicts the command file (a --store other than the file's store).
-	CodeFlagNotApplicable refuse.Code = "FLAG_NOT_APPLICABLE"
-)
-
 // missingFlags is the refusal for required flags that were not given.
 func missingFlags(names ...string) error {
-	return refuse.NewUsage(CodeFlagRequired, "missing required %s", strings.Join(names, ", "))
+	return refuse.New(CodeFlagRequired, "missing required %s", strings.Join(names, ", "))
 }
 
 // requireFlags refuses the named flags whose values are empty, all at once.
@@ -40,33 +30,59 @@ func requireFlags(flags ...[2]string) error {
 	return nil
 }
 
-// checkAbsolute refuses a path that is not absolute and clean: ql3 never resolves a path it is
-// going to check against a working directory it did not choose.
-func checkAbsolute(name, p string) error {
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return refuse.NewUsage(CodePathNotAbsolute, "%s %s is not an absolute clean path", name, refuse.Ident(p)).
-			WithHint("give the absolute path, e.g. %s", suggestAbs(p))
+// The one path rule of the command line (docs/cli.md): every path a flag, an argument or
+// QL3_STORE names may be relative; it is made absolute against the working directory and cleaned
+// once, as the command line is parsed, and from then on ql3 holds, checks, records and prints only
+// the absolute path. "-" (stdin) is not a path.
+
+// absPath is p made absolute and clean.
+func absPath(name, p string) (string, error) {
+	if p == "" || p == "-" {
+		return p, nil
 	}
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", refuse.Wrap(refuse.CodePathUnresolvable, err, "%s %s cannot be made absolute", name, refuse.Ident(p))
+	}
+	return a, nil
+}
+
+// pathValue is a flag whose value is a path, resolved by absPath when the flag is set.
+type pathValue struct {
+	name string
+	p    *string
+}
+
+func (v pathValue) String() string { return *v.p }
+func (v pathValue) Type() string   { return "path" }
+func (v pathValue) Set(s string) error {
+	a, err := absPath("--"+v.name, s)
+	if err != nil {
+		return err
+	}
+	*v.p = a
 	return nil
 }
 
-func suggestAbs(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return "/abs/path"
+// pathVar defines a path flag.
+func pathVar(fs *pflag.FlagSet, p *string, name, usage string) {
+	fs.Var(pathValue{name, p}, name, usage)
 }
 
-// digestArg parses a digest given on the command line; a malformed one is a usage error with
-// the digest parser's own code.
+// shellQuote quotes s for a POSIX shell when it needs it, so that a printed command runs as shown.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@,+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// digestArg parses a full digest given on the command line; a malformed one is a usage error.
 func digestArg(name, s string) (digest.Digest, error) {
 	d, err := evidence.ParseDigest(s)
 	if err != nil {
-		if r, ok := refuse.As(err); ok {
-			return "", &refuse.Error{Code: r.Code, Class: refuse.Usage, Msg: name + " " + refuse.Ident(s) + " is not a sha256 digest",
-				Hint: "a digest is sha256: followed by 64 lower-case hex digits"}
-		}
-		return "", err
+		return "", refuse.New(refuse.CodeDigestArg, "%s %s is not a sha256 digest", name, refuse.Ident(s)).
+			WithHint("a digest is sha256: followed by 64 lower-case hex digits")
 	}
 	return d, nil
 }

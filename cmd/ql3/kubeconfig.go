@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -54,15 +55,13 @@ func newKubeconfigCheckCmd(root *RootOptions) *cobra.Command {
 }
 
 func (o *kubeconfigCheckOptions) complete(_ *cobra.Command, a []string) error {
-	o.path = a[0]
-	return nil
+	var err error
+	o.path, err = absPath("FILE", a[0])
+	return err
 }
 
 func (o *kubeconfigCheckOptions) validate() error {
-	if err := requireFlags([2]string{"--context", o.context}); err != nil {
-		return err
-	}
-	return checkAbsolute("FILE", o.path)
+	return requireFlags([2]string{"--context", o.context})
 }
 
 // violation is one finding of the policy.
@@ -78,31 +77,40 @@ func (o *kubeconfigCheckOptions) run(_ context.Context, s streams) error {
 	}
 	sum, errs := kubeconfig.CheckAll(f.Bytes, o.context)
 	vs := make([]violation, 0, len(errs))
-	var b strings.Builder
 	for _, e := range errs {
 		vs = append(vs, violation{e.Code, e.Message()})
-		fmt.Fprintf(&b, "violation: %s: %s\n", e.Code, e.Message())
 	}
-	res := struct {
-		OK         bool                        `json:"ok"`
-		Code       refuse.Code                 `json:"code,omitempty"`
-		Message    string                      `json:"message,omitempty"`
-		Hint       string                      `json:"hint,omitempty"`
-		Kubeconfig *evidence.KubeconfigSummary `json:"kubeconfig,omitempty"`
-		Violations []violation                 `json:"violations"`
-	}{OK: len(errs) == 0, Kubeconfig: sum, Violations: vs}
+	res := kubeconfigCheckResult{OK: len(errs) == 0, Kubeconfig: sum, Violations: vs}
 	if len(errs) == 0 {
-		fmt.Fprintf(&b, "ok: context %s (server %s, user %s, auth %s) passes the policy", sum.Context, sum.Server, refuse.Ident(sum.User), sum.AuthKind)
-		return o.root.printResult(s.out, res, b.String())
+		return o.root.printResult(s.out, res, nil)
 	}
 	fail := refuse.New(CodeKubeconfigViolations, "kubeconfig %s has %d policy violations", o.path, len(errs)).
 		WithHint("see docs/kubeconfig.md#recipe-a-serviceaccount-kubeconfig-eks-gke-aks")
-	res.Code, res.Message, res.Hint = fail.Code, fail.Message(), fail.Hint
-	if err := o.root.printResult(s.out, res, strings.TrimSuffix(b.String(), "\n")); err != nil {
-		return err
+	fo := failureOf(fail)
+	res.Code, res.Message, res.Hint = fo.Code, fo.Message, fo.Hint
+	return o.root.printResult(s.out, res, fail)
+}
+
+// kubeconfigCheckResult: every violation of the policy, or the summary of a kubeconfig that
+// passes.
+type kubeconfigCheckResult struct {
+	OK         bool                        `json:"ok"`
+	Code       refuse.Code                 `json:"code,omitempty"`
+	Message    string                      `json:"message,omitempty"`
+	Hint       string                      `json:"hint,omitempty"`
+	Kubeconfig *evidence.KubeconfigSummary `json:"kubeconfig,omitempty"`
+	Violations []violation                 `json:"violations"`
+}
+
+func (r kubeconfigCheckResult) writeText(w io.Writer) error {
+	var b strings.Builder
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "violation: %s: %s\n", v.Code, v.Message)
 	}
-	if o.root.Output == "json" {
-		return printedError{fail}
+	if r.OK {
+		k := r.Kubeconfig
+		fmt.Fprintf(&b, "ok: context %s (server %s, user %s, auth %s) passes the policy\n", k.Context, k.Server, refuse.Ident(k.User), k.AuthKind)
 	}
-	return fail
+	_, err := io.WriteString(w, b.String())
+	return err
 }

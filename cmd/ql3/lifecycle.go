@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -17,7 +19,7 @@ type liveAuditOptions struct {
 
 func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 	o := &liveAuditOptions{ceremonyOptions{root: root}}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "live-audit --command-file=PATH",
 		Short: "Read the live state of a receipt's objects and judge it; publish a live-audit report (read-only)",
 		Long: "Takes an apply command file whose receipt is in its store, or a live-audit command file\n" +
@@ -30,8 +32,8 @@ func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 live-audit --command-file=/abs/private/apply.json\n  ql3 live-audit -o json --command-file=/abs/private/live-audit.json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
-	}
-	c.Flags().StringVar(&o.commandFile, "command-file", "", "absolute path of the apply or live-audit command file")
+	})
+	pathVar(c.Flags(), &o.commandFile, "command-file", "the apply or live-audit command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
 	return c
 }
@@ -54,17 +56,17 @@ func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams) error {
 	if res == nil {
 		return err
 	}
-	if o.root.Output == "json" {
-		if perr := o.root.printResult(s.out, res, ""); perr != nil {
-			return perr
-		}
-		if err != nil {
-			return printedError{err}
-		}
-		return nil
-	}
-	res.WriteText(s.out)
-	return err
+	return o.root.printResult(s.out, liveAuditResult{res}, err)
+}
+
+// liveAuditResult: the live-audit result with every verdict; it carries its own ok.
+type liveAuditResult struct{ *ceremony.LiveAuditResult }
+
+func (r liveAuditResult) MarshalJSON() ([]byte, error) { return json.Marshal(r.LiveAuditResult) }
+
+func (r liveAuditResult) writeText(w io.Writer) error {
+	r.WriteText(w)
+	return nil
 }
 
 // historyOptions: `ql3 history`.
@@ -75,7 +77,7 @@ type historyOptions struct {
 
 func newHistoryCmd(root *RootOptions) *cobra.Command {
 	o := &historyOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "history [--cluster UID]",
 		Short: "List receipts, preflights, live audits and unfinished applies, newest first (offline)",
 		Long: "Reads the store offline and prints one line per receipt, preflight report, live-audit report\n" +
@@ -84,7 +86,7 @@ func newHistoryCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
-	}
+	})
 	c.Flags().StringVar(&o.cluster, "cluster", "", "only this kube-system UID")
 	return c
 }
@@ -101,14 +103,16 @@ func (o *historyOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	if o.root.Output == "json" {
-		return o.root.printResult(s.out, struct {
-			OK bool `json:"ok"`
-			*history.Report
-		}{true, rep}, "")
-	}
-	return rep.WriteText(s.out)
+	return o.root.printResult(s.out, historyResult{true, rep}, nil)
 }
+
+// historyResult: the store's story, newest first.
+type historyResult struct {
+	OK bool `json:"ok"`
+	*history.Report
+}
+
+func (r historyResult) writeText(w io.Writer) error { return r.WriteText(w) }
 
 // describeOptions: `ql3 describe DIGEST`.
 type describeOptions struct {
@@ -118,7 +122,7 @@ type describeOptions struct {
 
 func newDescribeCmd(root *RootOptions) *cobra.Command {
 	o := &describeOptions{root: root}
-	return &cobra.Command{
+	return readsStore(&cobra.Command{
 		Use:   "describe DIGEST",
 		Short: "Say in human terms what a receipt, preflight, live audit or intent records (offline)",
 		Long: "Prints a summary of a root record: for a receipt, the release, catalog commit, cluster,\n" +
@@ -128,7 +132,7 @@ func newDescribeCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 describe --store /abs/evidence sha256:5f0c...",
 		Args:    cobra.ExactArgs(1),
 		RunE:    runE(o),
-	}
+	})
 }
 
 func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
@@ -147,12 +151,16 @@ func (o *describeOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	if o.root.Output == "json" {
-		return o.root.printResult(s.out, struct {
-			OK bool `json:"ok"`
-			*history.Description
-		}{true, d}, "")
-	}
-	d.WriteText(s.out)
+	return o.root.printResult(s.out, describeResult{true, d}, nil)
+}
+
+// describeResult: one root record in human terms.
+type describeResult struct {
+	OK bool `json:"ok"`
+	*history.Description
+}
+
+func (r describeResult) writeText(w io.Writer) error {
+	r.WriteText(w)
 	return nil
 }

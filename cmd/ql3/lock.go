@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ func newLockCmd(root *RootOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "lock",
 		Short: "Verify (and, for synthetic releases, materialize) lock reports v2",
-		Example: "  ql3 lock verify --manifest locked.yaml --report lock-report.json\n" +
+		Example: "  ql3 lock verify --manifest locked.yaml --lock-report lock-report.json\n" +
 			"  ql3 lock materialize --catalog catalog.json --manifest unlocked.yaml --out /abs/private",
 		Args: cobra.NoArgs,
 	}
@@ -32,21 +33,21 @@ type lockVerifyOptions struct {
 func newLockVerifyCmd(root *RootOptions) *cobra.Command {
 	o := &lockVerifyOptions{root: root}
 	c := &cobra.Command{
-		Use:     "verify --manifest FILE --report FILE",
+		Use:     "verify --manifest FILE --lock-report FILE",
 		Short:   "Verify a lock report against its locked manifest, offline (docs/lock-v2.md)",
-		Example: "  ql3 lock verify --manifest locked.yaml --report lock-report.json -o json",
+		Example: "  ql3 lock verify --manifest locked.yaml --lock-report lock-report.json -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
 	}
-	c.Flags().StringVar(&o.manifest, "manifest", "", "locked manifest (locked.yaml)")
-	c.Flags().StringVar(&o.report, "report", "", "lock report (lock-report.json)")
+	pathVar(c.Flags(), &o.manifest, "manifest", "locked manifest (locked.yaml)")
+	pathVar(c.Flags(), &o.report, "lock-report", "lock report (lock-report.json)")
 	return c
 }
 
 func (v *lockVerifyOptions) complete(*cobra.Command, []string) error { return nil }
 
 func (v *lockVerifyOptions) validate() error {
-	return requireFlags([2]string{"--manifest", v.manifest}, [2]string{"--report", v.report})
+	return requireFlags([2]string{"--manifest", v.manifest}, [2]string{"--lock-report", v.report})
 }
 
 func (v *lockVerifyOptions) run(_ context.Context, s streams) error {
@@ -63,11 +64,17 @@ func (v *lockVerifyOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return v.root.printResult(w, struct {
-		OK   bool           `json:"ok"`
-		Lock map[string]any `json:"lock"`
-	}{true, lockSummary(res)}, lockText(res))
+	return v.root.printResult(w, lockResult{true, lockSummary(res), res}, nil)
 }
+
+// lockResult: a verified lock, its identity and authorities (not the manifest's content).
+type lockResult struct {
+	OK   bool           `json:"ok"`
+	Lock map[string]any `json:"lock"`
+	res  *lock.Result
+}
+
+func (r lockResult) writeText(w io.Writer) error { return lines(w, lockText(r.res)) }
 
 type lockContainerJSON struct {
 	Field string `json:"field"`

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -30,9 +30,9 @@ func newLockMaterializeCmd(o *RootOptions) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: runE(opts),
 	}
-	c.Flags().StringVar(&opts.catalog, "catalog", "", "release catalog (qinglong/release-catalog@v1 JSON)")
-	c.Flags().StringVar(&opts.manifest, "manifest", "", "unlocked manifest (YAML)")
-	c.Flags().StringVar(&opts.out, "out", "", "output directory, mode 0700 (created when absent)")
+	pathVar(c.Flags(), &opts.catalog, "catalog", "release catalog (qinglong/release-catalog@v1 JSON)")
+	pathVar(c.Flags(), &opts.manifest, "manifest", "unlocked manifest (YAML)")
+	pathVar(c.Flags(), &opts.out, "out", "output directory, mode 0700 (created when absent)")
 	return c
 }
 
@@ -64,24 +64,31 @@ func (o *lockMaterializeOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	l := r.Lock
-	type file struct {
-		Path   string `json:"path"`
-		Digest string `json:"digest"` // sha256 of the file's bytes
-		Bytes  int    `json:"bytes"`
-	}
-	out := struct {
-		OK           bool   `json:"ok"`
-		Release      string `json:"release"`
-		Manifest     file   `json:"manifest"`
-		Report       file   `json:"report"`
-		ReportDigest string `json:"reportDigest"` // the report's self-digest
-		Catalog      string `json:"catalogDigest"`
-		ReleaseSet   string `json:"releaseSet"`
-	}{true, l.Release.Version,
-		file{written.Manifest, string(l.Manifest.Digest), len(r.Manifest)},
-		file{written.Report, string(evidence.FromBytes(r.Report)), len(r.Report)},
-		string(l.ReportDigest), string(l.Catalog.Digest), string(l.Catalog.ReleaseSet)}
-	text := fmt.Sprintf("manifest %s %s\nreport %s %s\nreportDigest %s", written.Manifest, l.Manifest.Digest,
-		written.Report, out.Report.Digest, l.ReportDigest)
-	return o.root.printResult(w, out, text)
+	return o.root.printResult(w, materializeResult{true, l.Release.Version,
+		materializedFile{written.Manifest, string(l.Manifest.Digest), len(r.Manifest)},
+		materializedFile{written.Report, string(evidence.FromBytes(r.Report)), len(r.Report)},
+		string(l.ReportDigest), string(l.Catalog.Digest), string(l.Catalog.ReleaseSet)}, nil)
+}
+
+// materializedFile is one file lock materialize wrote.
+type materializedFile struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"` // sha256 of the file's bytes
+	Bytes  int    `json:"bytes"`
+}
+
+// materializeResult: the two files written and the lock's identity.
+type materializeResult struct {
+	OK           bool             `json:"ok"`
+	Release      string           `json:"release"`
+	Manifest     materializedFile `json:"manifest"`
+	Report       materializedFile `json:"report"`
+	ReportDigest string           `json:"reportDigest"` // the report's self-digest
+	Catalog      string           `json:"catalogDigest"`
+	ReleaseSet   string           `json:"releaseSet"`
+}
+
+func (r materializeResult) writeText(w io.Writer) error {
+	return lines(w, "manifest "+r.Manifest.Path+" "+r.Manifest.Digest, "report "+r.Report.Path+" "+r.Report.Digest,
+		"reportDigest "+r.ReportDigest)
 }

@@ -54,7 +54,7 @@ func TestCLILockMaterialize(t *testing.T) {
 		}
 	}
 	// The verifier's command accepts what the materializer's command wrote.
-	if _, stderr, code := run(t, "", "lock", "verify", "--manifest", filepath.Join(out, "locked.yaml"), "--report", filepath.Join(out, "lock-report.json")); code != 0 {
+	if _, stderr, code := run(t, "", "lock", "verify", "--manifest", filepath.Join(out, "locked.yaml"), "--lock-report", filepath.Join(out, "lock-report.json")); code != 0 {
 		t.Fatalf("lock verify: exit %d %s", code, stderr)
 	}
 	_, stderr, code = run(t, "", materializeArgs(out)...)
@@ -116,9 +116,9 @@ func TestCLILockMaterializeErrors(t *testing.T) {
 		stderr string   // first line of stderr
 		code   int      // exit status
 	}{
-		{[]string{"lock", "materialize", "--catalog", good}, "ql3: refused: FLAG_REQUIRED: missing required --manifest, --out", 2},
-		{append(args(good, unlocked, filepath.Join(dir, "o1")), "extra"), `ql3: usage: unknown command "extra" for "ql3 lock materialize"`, 2},
-		{args(filepath.Join(dir, "missing.json"), unlocked, filepath.Join(dir, "o2")), "ql3: refused: INPUT_NOT_FOUND: " + filepath.Join(dir, "missing.json") + " does not exist", 2},
+		{[]string{"lock", "materialize", "--catalog", good}, "ql3: usage: FLAG_REQUIRED: missing required --manifest, --out", 2},
+		{append(args(good, unlocked, filepath.Join(dir, "o1")), "extra"), `ql3: usage: USAGE: unknown command "extra" for "ql3 lock materialize"`, 2},
+		{args(filepath.Join(dir, "missing.json"), unlocked, filepath.Join(dir, "o2")), "ql3: refused: INPUT_NOT_FOUND: " + filepath.Join(dir, "missing.json") + " does not exist", 1},
 		{args(bad, unlocked, filepath.Join(dir, "o3")), "ql3: refused: MATERIALIZE_CATALOG_SHAPE: $ has no member \"release\"", 1},
 		{args(good, good, filepath.Join(dir, "o4")), "ql3: refused: MATERIALIZE_MANIFEST_SYNTAX: manifest is json, not block yaml", 1},
 		{args(good, unlocked, filepath.Join(dir, "no", "o5")), "ql3: refused: MATERIALIZE_OUT_DIR: cannot create output directory " + filepath.Join(dir, "no", "o5"), 1},

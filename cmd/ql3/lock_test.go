@@ -14,7 +14,7 @@ const lockFixtures = "../../testdata/lock"
 
 func TestCLILockVerifyValid(t *testing.T) {
 	dir := filepath.Join(lockFixtures, "valid")
-	args := []string{"lock", "verify", "--manifest", filepath.Join(dir, "locked.yaml"), "--report", filepath.Join(dir, "lock-report.json")}
+	args := []string{"lock", "verify", "--manifest", filepath.Join(dir, "locked.yaml"), "--lock-report", filepath.Join(dir, "lock-report.json")}
 	out, e, c := run(t, "", args...)
 	if c != 0 || e != "" || !strings.HasPrefix(out, "lock verified: qinglong 3.4.1 (refs/tags/v3.4.1, commit 8806e4eb532f89b503d30ddb2b6fec837db58735)\n") ||
 		!strings.Contains(out, "\nrunner     Deployment qinglong/runner initContainers/prepare ghcr.io/qinglong/qinglong-runner@sha256:") {
@@ -59,7 +59,7 @@ func TestCLILockVerifyFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			code := strings.TrimSpace(string(want))
-			out, e, c := run(t, "", "lock", "verify", "--manifest", filepath.Join(d, "locked.yaml"), "--report", filepath.Join(d, "lock-report.json"))
+			out, e, c := run(t, "", "lock", "verify", "--manifest", filepath.Join(d, "locked.yaml"), "--lock-report", filepath.Join(d, "lock-report.json"))
 			lines := strings.Split(strings.TrimSuffix(e, "\n"), "\n")
 			if c != 1 || out != "" || !strings.HasPrefix(lines[0], "ql3: refused: "+code+": ") ||
 				len(lines) > 2 || (len(lines) == 2 && !strings.HasPrefix(lines[1], "ql3: hint: ")) {
@@ -81,16 +81,17 @@ func TestCLILockVerifyUsage(t *testing.T) {
 		stderr string   // exact stderr prefix
 		code   int      // exit status
 	}{
-		{nil, "ql3: refused: FLAG_REQUIRED: missing required --manifest, --report\n", 2},
-		{[]string{"--manifest", filepath.Join(valid, "locked.yaml")}, "ql3: refused: FLAG_REQUIRED: missing required --report\n", 2},
-		{[]string{"--manifest", filepath.Join(dir, "absent.yaml"), "--report", filepath.Join(valid, "lock-report.json")},
-			"ql3: refused: INPUT_NOT_FOUND: " + filepath.Join(dir, "absent.yaml") + " does not exist (or a component is not a directory): no such file or directory\n", 2},
-		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", dir},
+		{nil, "ql3: usage: FLAG_REQUIRED: missing required --manifest, --lock-report\n", 2},
+		{[]string{"--manifest", filepath.Join(valid, "locked.yaml")}, "ql3: usage: FLAG_REQUIRED: missing required --lock-report\n", 2},
+		{[]string{"--manifest", filepath.Join(dir, "absent.yaml"), "--lock-report", filepath.Join(valid, "lock-report.json")},
+			"ql3: refused: INPUT_NOT_FOUND: " + filepath.Join(dir, "absent.yaml") + " does not exist (or a component is not a directory): no such file or directory\n", 1},
+		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--lock-report", dir},
 			"ql3: refused: INPUT_NOT_REGULAR: " + dir + " is a directory, not a regular file\n", 1},
-		{[]string{"--manifest", fifo, "--report", filepath.Join(valid, "lock-report.json")},
+		{[]string{"--manifest", fifo, "--lock-report", filepath.Join(valid, "lock-report.json")},
 			"ql3: refused: INPUT_NOT_REGULAR: " + fifo + " is a fifo, not a regular file\n", 1},
-		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--report", "/dev/null", "extra"}, "ql3: usage: unknown command \"extra\" for \"ql3 lock verify\"\n", 2},
-		{[]string{"--bogus"}, "ql3: usage: unknown flag: --bogus\n", 2},
+		{[]string{"--manifest", filepath.Join(valid, "locked.yaml"), "--lock-report", "/dev/null", "extra"}, "ql3: usage: USAGE: unknown command \"extra\" for \"ql3 lock verify\"\n", 2},
+		{[]string{"--bogus"}, "ql3: usage: USAGE: ql3 lock verify: unknown flag: --bogus\n", 2},
+		{[]string{"--report", "x"}, "ql3: usage: USAGE: ql3 lock verify: unknown flag: --report\nql3: hint: did you mean --lock-report?\n", 2},
 	}
 	for _, v := range vectors {
 		_, e, c := run(t, "", append([]string{"lock", "verify"}, v.args...)...)
@@ -107,7 +108,7 @@ func TestCLILockVerifyCeiling(t *testing.T) {
 	if err := os.WriteFile(big, []byte("{"+strings.Repeat(" ", 2<<20)+"}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, e, c := run(t, "", "lock", "verify", "--manifest", filepath.Join(lockFixtures, "valid", "locked.yaml"), "--report", big)
+	_, e, c := run(t, "", "lock", "verify", "--manifest", filepath.Join(lockFixtures, "valid", "locked.yaml"), "--lock-report", big)
 	if c != 1 || e != "ql3: refused: INPUT_TOO_LARGE: "+big+" is 2097154 bytes, over the ceiling of 1048576\n" {
 		t.Fatalf("exit %d stderr %q", c, e)
 	}

@@ -2,8 +2,10 @@
 //
 // Every subcommand has the same shape (kubectl's Options, Complete, Validate, Run): a constructor
 // newXCmd(*RootOptions) *cobra.Command over an options type with complete, validate and run
-// methods, added to the root explicitly in newRoot. The mapping of an error to its stderr line, its
-// JSON result object and the exit status lives in this file only.
+// methods, added to the root explicitly in newRoot. A command's answer is a result type printed by
+// printResult (output.go), the one place that knows the output format. The mapping of an error to
+// its stderr line, its JSON result object and the exit status (refuse.ExitStatus, one table) lives
+// in this file only, and every usage error comes through usage (usage.go).
 package main
 
 import (
@@ -13,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,16 +24,21 @@ import (
 	"github.com/qinglong/ql3/store"
 )
 
-// Codes raised by the CLI skeleton.
+// CodeInternal: an error that carries no reason code reached the CLI.
+const CodeInternal refuse.Code = "INTERNAL"
+
+// The command line's own codes live beside their exit status in refuse (exit.go); these names keep
+// the CLI's raise sites short.
 const (
-	CodeUsage    refuse.Code = "USAGE"    // a flag or argument error reported by cobra
-	CodeInternal refuse.Code = "INTERNAL" // an error that carries no reason code
+	CodeUsage             = refuse.CodeUsage
+	CodeFlagRequired      = refuse.CodeFlagRequired
+	CodeFlagNotApplicable = refuse.CodeFlagNotApplicable
 )
 
 // RootOptions are the persistent flags every subcommand sees.
 type RootOptions struct {
 	Output string // text or json (-o, --output)
-	Store  string // store directory (--store, or QL3_STORE)
+	Store  string // store directory (--store, or QL3_STORE), absolute once the flags are parsed
 
 	storeFromEnv bool // Store came from QL3_STORE, not from --store
 }
@@ -69,33 +75,21 @@ func (o *RootOptions) storeName() string {
 	return "--store"
 }
 
+// storeArg is the --store of a message or a printed command: "--store DIR", or nothing when no
+// store was named.
+func (o *RootOptions) storeArg() string {
+	if o.Store == "" {
+		return ""
+	}
+	return " --store " + shellQuote(o.Store)
+}
+
 // OpenStore opens the store named by --store or QL3_STORE.
 func (o *RootOptions) OpenStore() (*store.Store, error) {
 	if o.Store == "" {
 		return nil, missingFlags("--store (or QL3_STORE)")
 	}
-	if err := checkAbsolute(o.storeName(), o.Store); err != nil {
-		return nil, err
-	}
 	return store.Open(o.Store)
-}
-
-// result is the common shape of a JSON result object: ok first, then the command's own fields.
-// A command passes a struct whose fields carry omitempty, so no empty field is printed.
-func (o *RootOptions) printResult(w io.Writer, v any, text string) error {
-	if o.Output == "json" {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encode result: %w", err)
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	}
-	if text == "" {
-		return nil
-	}
-	_, err := fmt.Fprintln(w, text)
-	return err
 }
 
 // failure is the JSON result object of a refusal.
@@ -106,13 +100,37 @@ type failure struct {
 	Hint    string      `json:"hint,omitempty"`
 }
 
-type usageError struct{ error }
+// failureOf is the result object of err.
+func failureOf(err error) failure {
+	r := asRefusal(err)
+	return failure{Code: r.Code, Message: r.Message(), Hint: r.Hint}
+}
+
+// asRefusal is err's refusal, or an INTERNAL one for an error that carries no code.
+func asRefusal(err error) *refuse.Error {
+	if r, ok := refuse.As(err); ok {
+		return r
+	}
+	return &refuse.Error{Code: CodeInternal, Msg: err.Error()}
+}
 
 // printedError is a refusal whose command already printed its JSON result object (a report with
 // ok false); report then prints only the stderr line.
 type printedError struct{ error }
 
 func (e printedError) Unwrap() error { return e.error }
+
+// storeReader marks a command that reads the store named by --store or QL3_STORE; a --store given
+// to any other command is FLAG_NOT_APPLICABLE.
+const storeReader = "ql3/reads-store"
+
+func readsStore(c *cobra.Command) *cobra.Command {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[storeReader] = "yes"
+	return c
+}
 
 func newRoot(o *RootOptions) *cobra.Command {
 	root := &cobra.Command{
@@ -130,20 +148,29 @@ func newRoot(o *RootOptions) *cobra.Command {
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Output != "text" && o.Output != "json" {
-				return refuse.NewUsage(CodeUsage, "--output must be text or json, not %s", refuse.Ident(o.Output))
+				return usage("--output must be text or json, not %s", refuse.Ident(o.Output))
 			}
-			if !cmd.Flags().Changed("store") {
-				if env, ok := os.LookupEnv("QL3_STORE"); ok && env != "" {
-					o.Store, o.storeFromEnv = env, true
+			if cmd.Flags().Changed("store") {
+				if cmd.Annotations[storeReader] == "" {
+					return refuse.New(CodeFlagNotApplicable, "%s reads no store: --store does not apply", cmd.CommandPath()).
+						WithHint("drop --store")
 				}
+			} else if env, ok := os.LookupEnv("QL3_STORE"); ok && env != "" && cmd.Annotations[storeReader] != "" {
+				p, err := absPath("QL3_STORE", env)
+				if err != nil {
+					return err
+				}
+				o.Store, o.storeFromEnv = p, true
 			}
 			return nil
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
-	root.PersistentFlags().StringVar(&o.Store, "store", "", "store directory, absolute (default $QL3_STORE)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pathVar(root.PersistentFlags(), &o.Store, "store", "store directory (default $QL3_STORE)")
+	root.SetFlagErrorFunc(flagUsage)
+	// Shell completion is not part of ql3's contract (docs/cli.md): no completion command.
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
 		newPreflightCmd(o),
 		newApplyCmd(o),
@@ -161,53 +188,31 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newCanonicalizeCmd(o),
 		newVersionCmd(o),
 	)
+	root.SetHelpCommand(newHelpCmd(root))
+	group(root)
 	wrapArgs(root)
 	return root
 }
 
-// wrapArgs marks positional-argument errors of c and its subcommands as usage errors (exit 2).
-func wrapArgs(c *cobra.Command) {
-	if args := c.Args; args != nil {
-		c.Args = func(cmd *cobra.Command, a []string) error {
-			if err := args(cmd, a); err != nil {
-				return usageError{err}
-			}
-			return nil
-		}
-	}
-	for _, sub := range c.Commands() {
-		wrapArgs(sub)
-	}
-}
-
 // report writes err to stderr (and its result object to stdout under json) and returns the exit
-// status: 0 success, 1 refused, 2 usage.
+// status its code has in the one table (refuse.ExitStatus): 0 success, 1 refused, 2 usage.
 func report(o *RootOptions, stdout, stderr io.Writer, err error) int {
 	if err == nil {
-		return 0
+		return refuse.ExitOK
 	}
-	f := failure{}
-	status := 1
-	var u usageError
-	if errors.As(err, &u) {
-		fmt.Fprintf(stderr, "ql3: usage: %v\n", u.error)
-		f.Code, f.Message, status = CodeUsage, u.Error(), 2
-	} else if r, ok := refuse.As(err); ok {
-		f.Code, f.Message, f.Hint = r.Code, r.Message(), r.Hint
-		fmt.Fprintf(stderr, "ql3: refused: %s: %s\n", f.Code, f.Message)
-		if f.Hint != "" {
-			fmt.Fprintf(stderr, "ql3: hint: %s\n", f.Hint)
-		}
-		if r.Class == refuse.Usage {
-			status = 2
-		}
-	} else {
-		f.Code, f.Message = CodeInternal, err.Error()
-		fmt.Fprintf(stderr, "ql3: refused: %s: %s\n", f.Code, f.Message)
+	r := asRefusal(err)
+	status := refuse.ExitStatus(r.Code)
+	kind := "refused"
+	if status == refuse.ExitUsage {
+		kind = "usage"
+	}
+	fmt.Fprintf(stderr, "ql3: %s: %s: %s\n", kind, r.Code, r.Message())
+	if r.Hint != "" {
+		fmt.Fprintf(stderr, "ql3: hint: %s\n", r.Hint)
 	}
 	var printed printedError
 	if o.Output == "json" && !errors.As(err, &printed) {
-		b, _ := json.Marshal(f)
+		b, _ := json.Marshal(failureOf(err))
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
 	return status
@@ -217,22 +222,25 @@ func main() { os.Exit(mainStatus()) }
 
 // mainStatus runs ql3 with the process's arguments and returns its exit status.
 func mainStatus() int {
-	o := &RootOptions{}
-	root := newRoot(o)
 	// A first SIGINT or SIGTERM cancels the context: a ceremony stops kubectl's process group,
 	// records the interrupted run and says how to recover (ceremony.WithSignals).
 	ctx, stop := ceremony.WithSignals(context.Background())
 	defer stop()
-	err := root.ExecuteContext(ctx)
-	if err != nil && refuse.CodeOf(err) == "" {
-		if _, ok := err.(usageError); !ok && isCobraUsage(err) {
-			err = usageError{err}
-		}
-	}
-	return report(o, os.Stdout, os.Stderr, err)
+	return execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }
 
-// isCobraUsage recognises cobra's own unknown-command error, which bypasses the flag hook.
-func isCobraUsage(err error) bool {
-	return strings.HasPrefix(err.Error(), "unknown command ")
+// execute runs ql3 with args and returns its exit status; the tests and the generated help
+// reference run the command line through it, as main does.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := &RootOptions{}
+	root := newRoot(o)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil && wantsJSON(args) {
+		// A flag error stops the parse before a later -o json is read.
+		o.Output = "json"
+	}
+	return report(o, stdout, stderr, err)
 }

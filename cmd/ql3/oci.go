@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"io"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -22,18 +22,11 @@ type registryFlags struct {
 
 func (f *registryFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS; refused unless the registry is a loopback address")
-	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM bundle trusted in addition to the system roots")
+	pathVar(c.Flags(), &f.caFile, "ca-file", "PEM bundle trusted in addition to the system roots")
 }
 
 func (f *registryFlags) options() transfer.Options {
 	return transfer.Options{PlainHTTP: f.plainHTTP, CAFile: f.caFile}
-}
-
-func (f *registryFlags) validate() error {
-	if f.caFile != "" {
-		return checkAbsolute("--ca-file", f.caFile)
-	}
-	return nil
 }
 
 // attachments are the attestation bundles of root in st, attached to its artifact as referrers.
@@ -64,7 +57,7 @@ type storePushOptions struct {
 
 func newStorePushCmd(root *RootOptions) *cobra.Command {
 	o := &storePushOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "push DIGEST REF",
 		Short: "Push a root record's closure as one OCI artifact, its attestations as referrers",
 		Long: "Uploads the closure of a receipt, preflight report or live-audit report as one OCI artifact\n" +
@@ -74,7 +67,7 @@ func newStorePushCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 store push --store /abs/evidence sha256:5f0c... registry.example.com/release/evidence:3.4.1",
 		Args:    cobra.ExactArgs(2),
 		RunE:    runE(o),
-	}
+	})
 	o.registry.add(c)
 	return c
 }
@@ -85,7 +78,7 @@ func (o *storePushOptions) complete(_ *cobra.Command, a []string) error {
 	o.ref = a[1]
 	return err
 }
-func (o *storePushOptions) validate() error { return o.registry.validate() }
+func (o *storePushOptions) validate() error { return nil }
 func (o *storePushOptions) run(ctx context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
@@ -100,13 +93,18 @@ func (o *storePushOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK           bool          `json:"ok"`
-		Manifest     digest.Digest `json:"manifest"`
-		Ref          string        `json:"ref"`
-		Attestations int           `json:"attestations"`
-	}{true, desc.Digest, o.ref, len(att)}, string(desc.Digest))
+	return o.root.printResult(s.out, pushResult{true, desc.Digest, o.ref, len(att)}, nil)
 }
+
+// pushResult: the artifact pushed.
+type pushResult struct {
+	OK           bool          `json:"ok"`
+	Manifest     digest.Digest `json:"manifest"`
+	Ref          string        `json:"ref"`
+	Attestations int           `json:"attestations"`
+}
+
+func (r pushResult) writeText(w io.Writer) error { return lines(w, string(r.Manifest)) }
 
 // storePullOptions: `ql3 store pull REF`.
 type storePullOptions struct {
@@ -117,7 +115,7 @@ type storePullOptions struct {
 
 func newStorePullCmd(root *RootOptions) *cobra.Command {
 	o := &storePullOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "pull REF",
 		Short: "Pull an evidence artifact into a private store: every blob re-hashed, no-replace",
 		Long: "Fetches the artifact, re-hashes the manifest and every layer, requires the layers to be\n" +
@@ -128,7 +126,7 @@ func newStorePullCmd(root *RootOptions) *cobra.Command {
 			"  ql3 audit --store /abs/copy sha256:5f0c...",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(o),
-	}
+	})
 	o.registry.add(c)
 	return c
 }
@@ -138,10 +136,7 @@ func (o *storePullOptions) validate() error {
 	if o.root.Store == "" {
 		return missingFlags("--store (or QL3_STORE)")
 	}
-	if err := checkAbsolute(o.root.storeName(), o.root.Store); err != nil {
-		return err
-	}
-	return o.registry.validate()
+	return nil
 }
 func (o *storePullOptions) run(ctx context.Context, s streams) error {
 	st, err := store.Init(o.root.Store)
@@ -153,13 +148,18 @@ func (o *storePullOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK       bool          `json:"ok"`
-		Root     digest.Digest `json:"root"`
-		Kind     string        `json:"kind"`
-		Manifest digest.Digest `json:"manifest"`
-	}{true, r.Descriptor.Digest, r.Kind, desc.Digest}, string(r.Descriptor.Digest))
+	return o.root.printResult(s.out, pullResult{true, r.Descriptor.Digest, r.Kind, desc.Digest}, nil)
 }
+
+// pullResult: the root record pulled into the store.
+type pullResult struct {
+	OK       bool          `json:"ok"`
+	Root     digest.Digest `json:"root"`
+	Kind     string        `json:"kind"`
+	Manifest digest.Digest `json:"manifest"`
+}
+
+func (r pullResult) writeText(w io.Writer) error { return lines(w, string(r.Root)) }
 
 // storeExportOptions: `ql3 store export DIGEST DIR`.
 type storeExportOptions struct {
@@ -170,7 +170,7 @@ type storeExportOptions struct {
 
 func newStoreExportCmd(root *RootOptions) *cobra.Command {
 	o := &storeExportOptions{root: root}
-	return &cobra.Command{
+	return readsStore(&cobra.Command{
 		Use:   "export DIGEST DIR",
 		Short: "Write a root record's closure as an OCI image layout in a new directory",
 		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send, attestations\n" +
@@ -179,16 +179,18 @@ func newStoreExportCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...",
 		Args:    cobra.ExactArgs(2),
 		RunE:    runE(o),
-	}
+	})
 }
 
 func (o *storeExportOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.subject, err = digestArg("DIGEST", a[0])
-	o.dir = a[1]
+	if o.subject, err = digestArg("DIGEST", a[0]); err != nil {
+		return err
+	}
+	o.dir, err = absPath("DIR", a[1])
 	return err
 }
-func (o *storeExportOptions) validate() error { return checkAbsolute("DIR", o.dir) }
+func (o *storeExportOptions) validate() error { return nil }
 func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
@@ -207,10 +209,15 @@ func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK       bool          `json:"ok"`
-		Layout   string        `json:"layout"`
-		Manifest digest.Digest `json:"manifest"`
-		Tag      string        `json:"tag"`
-	}{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, fmt.Sprintf("%s\n%s", o.dir, desc.Digest))
+	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, nil)
 }
+
+// exportResult: the OCI layout written.
+type exportResult struct {
+	OK       bool          `json:"ok"`
+	Layout   string        `json:"layout"`
+	Manifest digest.Digest `json:"manifest"`
+	Tag      string        `json:"tag"`
+}
+
+func (r exportResult) writeText(w io.Writer) error { return lines(w, r.Layout, string(r.Manifest)) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -60,19 +59,28 @@ func newStoreInitCmd(root *RootOptions) *cobra.Command {
 	}
 }
 
-func (o *storeInitOptions) complete(_ *cobra.Command, a []string) error { o.dir = a[0]; return nil }
-func (o *storeInitOptions) validate() error                             { return checkAbsolute("DIR", o.dir) }
+func (o *storeInitOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.dir, err = absPath("DIR", a[0])
+	return err
+}
+func (o *storeInitOptions) validate() error { return nil }
 func (o *storeInitOptions) run(_ context.Context, s streams) error {
 	st, err := store.Init(o.dir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return o.root.printResult(s.out, struct {
-		OK    bool   `json:"ok"`
-		Store string `json:"store"`
-	}{true, st.Root()}, st.Root())
+	return o.root.printResult(s.out, storeInitResult{true, st.Root()}, nil)
 }
+
+// storeInitResult: the store's path.
+type storeInitResult struct {
+	OK    bool   `json:"ok"`
+	Store string `json:"store"`
+}
+
+func (r storeInitResult) writeText(w io.Writer) error { return lines(w, r.Store) }
 
 // storePutOptions: `ql3 store put FILE|-`.
 type storePutOptions struct {
@@ -83,17 +91,21 @@ type storePutOptions struct {
 
 func newStorePutCmd(root *RootOptions) *cobra.Command {
 	o := &storePutOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use: "put FILE|-", Short: "Store a raw blob and print its digest",
 		Example: "  ql3 store put --store /abs/evidence notes.txt\n  echo hi | ql3 store put --store /abs/evidence -",
 		Args:    cobra.ExactArgs(1), RunE: runE(o),
-	}
+	})
 	c.Flags().StringVar(&o.mediaType, "media-type", evidence.MediaTypeOctets, "media type of the blob")
 	return c
 }
 
-func (o *storePutOptions) complete(_ *cobra.Command, a []string) error { o.name = a[0]; return nil }
-func (o *storePutOptions) validate() error                             { return nil }
+func (o *storePutOptions) complete(_ *cobra.Command, a []string) error {
+	var err error
+	o.name, err = absPath("FILE", a[0])
+	return err
+}
+func (o *storePutOptions) validate() error { return nil }
 func (o *storePutOptions) run(_ context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
@@ -108,11 +120,16 @@ func (o *storePutOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, struct {
-		OK         bool                `json:"ok"`
-		Descriptor evidence.Descriptor `json:"descriptor"`
-	}{true, d}, string(d.Digest))
+	return o.root.printResult(s.out, storePutResult{true, d}, nil)
 }
+
+// storePutResult: the blob stored.
+type storePutResult struct {
+	OK         bool                `json:"ok"`
+	Descriptor evidence.Descriptor `json:"descriptor"`
+}
+
+func (r storePutResult) writeText(w io.Writer) error { return lines(w, string(r.Descriptor.Digest)) }
 
 // storeGetOptions: `ql3 store cat DIGEST` and `ql3 store show DIGEST`.
 type storeGetOptions struct {
@@ -123,18 +140,18 @@ type storeGetOptions struct {
 
 func newStoreCatCmd(root *RootOptions) *cobra.Command {
 	o := &storeGetOptions{root: root}
-	return &cobra.Command{
+	return readsStore(&cobra.Command{
 		Use: "cat DIGEST", Short: "Print an object's bytes after re-hashing them",
 		Example: "  ql3 store cat --store /abs/evidence sha256:5f0c...", Args: cobra.ExactArgs(1), RunE: runE(o),
-	}
+	})
 }
 
 func newStoreShowCmd(root *RootOptions) *cobra.Command {
 	o := &storeGetOptions{root: root, show: true}
-	return &cobra.Command{
+	return readsStore(&cobra.Command{
 		Use: "show DIGEST", Short: "Pretty-print a record after re-hashing it",
 		Example: "  ql3 store show --store /abs/evidence sha256:5f0c...", Args: cobra.ExactArgs(1), RunE: runE(o),
-	}
+	})
 }
 
 func (o *storeGetOptions) complete(_ *cobra.Command, a []string) error {
@@ -156,6 +173,7 @@ func (o *storeGetOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	if !o.show {
+		// The object's bytes are the answer in both modes: cat is how a script reads a blob.
 		_, err = s.out.Write(b)
 		return err
 	}
@@ -166,14 +184,21 @@ func (o *storeGetOptions) run(_ context.Context, s streams) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return refuse.Wrap(CodeNotRecord, err, "object %s", o.d)
 	}
-	pretty, err := json.MarshalIndent(v, "", "  ")
+	return o.root.printResult(s.out, storeShowResult{true, v}, nil)
+}
+
+// storeShowResult: a record; its text is the record indented.
+type storeShowResult struct {
+	OK     bool `json:"ok"`
+	Record any  `json:"record"`
+}
+
+func (r storeShowResult) writeText(w io.Writer) error {
+	pretty, err := json.MarshalIndent(r.Record, "", "  ")
 	if err != nil {
 		return fmt.Errorf("indent record: %w", err)
 	}
-	return o.root.printResult(s.out, struct {
-		OK     bool `json:"ok"`
-		Record any  `json:"record"`
-	}{true, v}, string(pretty))
+	return lines(w, string(pretty))
 }
 
 // storeLsOptions: `ql3 store ls`.
@@ -181,10 +206,10 @@ type storeLsOptions struct{ root *RootOptions }
 
 func newStoreLsCmd(root *RootOptions) *cobra.Command {
 	o := &storeLsOptions{root: root}
-	return &cobra.Command{
+	return readsStore(&cobra.Command{
 		Use: "ls", Short: "List the index: preflights, apply intents and receipts",
 		Example: "  ql3 store ls --store /abs/evidence", Args: cobra.NoArgs, RunE: runE(o),
-	}
+	})
 }
 
 func (o *storeLsOptions) complete(*cobra.Command, []string) error { return nil }
@@ -196,21 +221,28 @@ func (o *storeLsOptions) run(_ context.Context, s streams) error {
 	}
 	defer st.Close()
 	all := []store.IndexEntry{}
-	var lines []string
 	for _, k := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts} {
 		es, err := st.ListIndex(k)
 		if err != nil {
 			return err
 		}
-		for _, e := range es {
-			all = append(all, e)
-			lines = append(lines, fmt.Sprintf("%s\t%s\t%s", e.Kind, e.Key, e.Descriptor.Digest))
-		}
+		all = append(all, es...)
 	}
-	return o.root.printResult(s.out, struct {
-		OK      bool               `json:"ok"`
-		Entries []store.IndexEntry `json:"entries"`
-	}{true, all}, strings.Join(lines, "\n"))
+	return o.root.printResult(s.out, storeLsResult{true, all}, nil)
+}
+
+// storeLsResult: the index entries, one `kind<TAB>key<TAB>digest` line each.
+type storeLsResult struct {
+	OK      bool               `json:"ok"`
+	Entries []store.IndexEntry `json:"entries"`
+}
+
+func (r storeLsResult) writeText(w io.Writer) error {
+	ls := make([]string, 0, len(r.Entries))
+	for _, e := range r.Entries {
+		ls = append(ls, fmt.Sprintf("%s\t%s\t%s", e.Kind, e.Key, e.Descriptor.Digest))
+	}
+	return lines(w, ls...)
 }
 
 // storeVerifyOptions: `ql3 store verify`.
@@ -221,7 +253,7 @@ type storeVerifyOptions struct {
 
 func newStoreVerifyCmd(root *RootOptions) *cobra.Command {
 	o := &storeVerifyOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "verify",
 		Short: "Re-hash and check the whole store; list its roots, unfinished applies and findings",
 		Long: "Re-hash every object, check every file's mode, owner and link count and every index entry,\n" +
@@ -229,15 +261,15 @@ func newStoreVerifyCmd(root *RootOptions) *cobra.Command {
 			"Under -o json the whole report is printed, findings included, also on corruption.",
 		Example: "  ql3 store verify --store /abs/evidence\n  ql3 store verify --store /abs/copy -o json\n  ql3 store verify --layout /abs/export",
 		Args:    cobra.NoArgs, RunE: runE(o),
-	}
-	c.Flags().StringVar(&o.layout, "layout", "", "verify an OCI image layout read-only instead of a store")
+	})
+	pathVar(c.Flags(), &o.layout, "layout", "verify an OCI image layout read-only instead of a store")
 	return c
 }
 
 func (o *storeVerifyOptions) complete(*cobra.Command, []string) error { return nil }
 func (o *storeVerifyOptions) validate() error {
-	if o.layout != "" {
-		return checkAbsolute("--layout", o.layout)
+	if o.layout != "" && o.root.Store != "" && !o.root.storeFromEnv {
+		return refuse.New(CodeFlagNotApplicable, "--layout and --store name two stores: give one")
 	}
 	return nil
 }
@@ -263,31 +295,28 @@ func (o *storeVerifyOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	res := storeVerifyResult{OK: r.OK(), Report: r}
 	var fail error
-	res := struct {
-		OK      bool          `json:"ok"`
-		Code    refuse.Code   `json:"code,omitempty"`
-		Message string        `json:"message,omitempty"`
-		Report  *store.Report `json:"report"`
-	}{OK: r.OK(), Report: r}
 	if !r.OK() {
 		e := refuse.New(CodeVerifyCorrupt, "store has %d corruption findings", len(r.Corruption)).
 			WithHint("restore the store from an intact copy; the findings name every corrupt file")
-		res.Code, res.Message, fail = e.Code, e.Message(), printedError{e}
+		res.Code, res.Message, fail = e.Code, e.Message(), e
 	}
-	if o.root.Output == "json" {
-		if err := o.root.printResult(s.out, res, ""); err != nil {
-			return err
-		}
-	} else {
-		printVerify(s.out, r)
-	}
-	return fail
+	return o.root.printResult(s.out, res, fail)
 }
 
-// printVerify prints the verify report for people: totals, the published roots, the unfinished
+// storeVerifyResult: the whole verify report, findings included, also on corruption.
+type storeVerifyResult struct {
+	OK      bool          `json:"ok"`
+	Code    refuse.Code   `json:"code,omitempty"`
+	Message string        `json:"message,omitempty"`
+	Report  *store.Report `json:"report"`
+}
+
+// writeText prints the verify report for people: totals, the published roots, the unfinished
 // applies, then every finding.
-func printVerify(w io.Writer, r *store.Report) {
+func (res storeVerifyResult) writeText(w io.Writer) error {
+	r := res.Report
 	fmt.Fprintf(w, "objects %d (%d bytes), receipts %d, preflights %d, intents %d, unfinished %d, unreferenced %d\n",
 		r.Objects, r.Bytes, len(r.Receipts), len(r.Preflights), len(r.Intents), len(r.Unfinished), len(r.Unreferenced))
 	for _, e := range r.Receipts {
@@ -305,4 +334,5 @@ func printVerify(w io.Writer, r *store.Report) {
 	for _, f := range r.Hints {
 		fmt.Fprintf(w, "hint: %s: %s\n", f.Code, f.Path)
 	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -26,8 +27,13 @@ func (o *versionOptions) complete(*cobra.Command, []string) error { return nil }
 func (o *versionOptions) validate() error                         { return nil }
 func (o *versionOptions) run(_ context.Context, s streams) error {
 	in := buildinfo.Read()
-	return o.root.printResult(s.out, struct {
-		OK bool `json:"ok"`
-		buildinfo.Info
-	}{true, in}, in.String())
+	return o.root.printResult(s.out, versionResult{true, in}, nil)
 }
+
+// versionResult: the build information.
+type versionResult struct {
+	OK bool `json:"ok"`
+	buildinfo.Info
+}
+
+func (r versionResult) writeText(w io.Writer) error { return lines(w, r.Info.String()) }

@@ -18,8 +18,7 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// Reason codes of any input read. INPUT_NOT_FOUND and INPUT_READ are usage class (exit 2): the
-// input cannot be read at all. The others are refusals (exit 1).
+// Reason codes of any input read; each exits 1 (refuse.ExitStatus).
 const (
 	// CodeNotRegular: the input is a directory, fifo, device or socket.
 	CodeNotRegular refuse.Code = "INPUT_NOT_REGULAR"
@@ -59,7 +58,7 @@ func ReadFile(path string, ceiling int64) ([]byte, error) {
 	}
 	defer unix.Close(fd)
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, usage(refuse.Wrap(CodeRead, err, "%s cannot be stated", path))
+		return nil, refuse.Wrap(CodeRead, err, "%s cannot be stated", path)
 	}
 	if err := checkRegular(path, &st); err != nil {
 		return nil, err
@@ -70,7 +69,7 @@ func ReadFile(path string, ceiling int64) ([]byte, error) {
 	}
 	b, err := ReadFD(fd, st.Size, ceiling)
 	if err != nil {
-		return nil, usage(refuse.Wrap(CodeRead, err, "%s cannot be read", path))
+		return nil, refuse.Wrap(CodeRead, err, "%s cannot be read", path)
 	}
 	if int64(len(b)) > ceiling {
 		return nil, refuse.New(CodeTooLarge, "%s grew past the ceiling of %d bytes while it was read", path, ceiling)
@@ -86,7 +85,7 @@ func ReadStdin(r io.Reader, ceiling int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r, limitOf(ceiling)))
 	if err != nil {
-		return nil, usage(refuse.Wrap(CodeRead, err, "stdin cannot be read"))
+		return nil, refuse.Wrap(CodeRead, err, "stdin cannot be read")
 	}
 	if int64(len(b)) > ceiling {
 		return nil, refuse.New(CodeTooLarge, "stdin is over the ceiling of %d bytes", ceiling)
@@ -177,15 +176,9 @@ func openErr(path string, err error) error {
 		return refuse.New(CodeSymlink, "%s is a symlink", path).
 			WithHint("name the file itself, not a symbolic link to it")
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
-		return usage(refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", path))
+		return refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", path)
 	}
-	return usage(refuse.Wrap(CodeRead, err, "%s cannot be opened", path))
-}
-
-// usage marks an input that cannot be read at all as usage class: exit status 2.
-func usage(e *refuse.Error) *refuse.Error {
-	e.Class = refuse.Usage
-	return e
+	return refuse.Wrap(CodeRead, err, "%s cannot be opened", path)
 }
 
 func ignoringEINTR(f func() (int, error)) (int, error) {

@@ -85,7 +85,7 @@ func openExecutable(path string, pinned digest.Digest) (*Executable, error) {
 	// The descriptor is known to be a regular file now; O_NONBLOCK only guarded the open.
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
-		return nil, usage(refuse.Wrap(CodeIO, err, "set %s blocking", path))
+		return nil, refuse.Wrap(CodeIO, err, "set %s blocking", path)
 	}
 	e := &Executable{path: path, f: os.NewFile(uintptr(fd), path), execPath: fmt.Sprintf("/proc/self/fd/%d", fd), id: identityOf(&st)}
 	d, err := e.hash()
@@ -135,7 +135,7 @@ func (e *Executable) hash() (digest.Digest, error) {
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, io.NewSectionReader(e.f, 0, math.MaxInt64), make([]byte, hashBuffer))
 	if err != nil {
-		return "", usage(refuse.Wrap(CodeIO, err, "kubectl %s cannot be read", e.path))
+		return "", refuse.Wrap(CodeIO, err, "kubectl %s cannot be read", e.path)
 	}
 	st, err := e.fstat()
 	if err != nil {

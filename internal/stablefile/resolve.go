@@ -194,7 +194,7 @@ func openLeaf(dirfd int, p string, notRegular refuse.Code) (int, unix.Stat_t, er
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, st, usage(refuse.Wrap(CodeIO, err, "%s cannot be stated", p))
+		return -1, st, refuse.Wrap(CodeIO, err, "%s cannot be stated", p)
 	}
 	if err := checkRegular(p, &st, notRegular); err != nil {
 		unix.Close(fd)
@@ -219,9 +219,9 @@ func resolveErr(p string, err error) error {
 	case errors.Is(err, unix.ELOOP):
 		return symlinkErr(p)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
-		return usage(refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", p))
+		return refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", p)
 	}
-	return usage(refuse.Wrap(CodeIO, err, "%s cannot be opened", p))
+	return refuse.Wrap(CodeIO, err, "%s cannot be opened", p)
 }
 
 // symlinkErr names the first symlink component of p when it can find one. The lstat walk is a
@@ -247,12 +247,6 @@ func labeled(role string, err error) error {
 		r.Msg = role + " " + r.Msg
 	}
 	return err
-}
-
-// usage marks an environment failure (missing file, i/o error) as usage class: exit status 2.
-func usage(e *refuse.Error) *refuse.Error {
-	e.Class = refuse.Usage
-	return e
 }
 
 func ignoringEINTR(f func() (int, error)) (int, error) {

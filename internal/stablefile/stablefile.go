@@ -150,14 +150,14 @@ func readPrivate(path, role string, ceiling int64) (*snapshot, error) {
 	hookAfterStat()
 	b, err := input.ReadFD(fd, st.Size, ceiling)
 	if err != nil {
-		return nil, usage(refuse.Wrap(CodeIO, err, "%s %s cannot be read", role, path))
+		return nil, refuse.Wrap(CodeIO, err, "%s %s cannot be read", role, path)
 	}
 	if int64(len(b)) > ceiling {
 		return nil, refuse.New(CodeTooLarge, "%s %s grew past the ceiling of %d bytes while it was read", role, path, ceiling)
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil {
-		return nil, usage(refuse.Wrap(CodeIO, err, "%s %s cannot be stated", role, path))
+		return nil, refuse.Wrap(CodeIO, err, "%s %s cannot be stated", role, path)
 	}
 	id := identityOf(&st)
 	if d := id.diff(identityOf(&after)); d != "" {
