@@ -34,6 +34,7 @@ tools:
 	@scripts/build-tool.sh cosign
 	@scripts/build-tool.sh registry
 	@scripts/build-tool.sh oras
+	@scripts/build-tool.sh litewitness
 
 $(STATICCHECK):
 	GOBIN=$(dir $(STATICCHECK)) GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -52,6 +53,7 @@ lint: $(STATICCHECK)
 test: lint
 	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) QL3_COSIGN_TOOLS=$$(scripts/build-tool.sh cosign)/bin \
 		QL3_TOOL_REGISTRY=$$(scripts/build-tool.sh registry) QL3_TOOL_ORAS=$$(scripts/build-tool.sh oras) \
+		QL3_TOOL_LITEWITNESS=$$(scripts/build-tool.sh litewitness) \
 		$(GO) test -race -timeout $(TEST_TIMEOUT) -skip '^TestCeremonyRealFaults$$' ./...
 	cd conformance && QL3_TOOL_REGISTRY=$$(../scripts/build-tool.sh registry) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -run '^(TestTamperEveryObject|TestFieldSweep)$$' ./audit/
