@@ -55,6 +55,8 @@ var runHook = func(step string) {}
 type Options struct {
 	CommandFile       string        // absolute path of the command file
 	WriteApplyCommand string        // preflight only: where to write the apply command file
+	RepairDir         string        // live audit: where the repair directory goes; the command file's directory when empty
+	AllowSuperseded   bool          // live audit: compare the cluster with a receipt a later one superseded
 	StepTimeout       time.Duration // per kubectl run; DefaultStepTimeout when zero
 	Progress          io.Writer     // progress lines; nil for none
 	Now               func() time.Time

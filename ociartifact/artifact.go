@@ -17,6 +17,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
@@ -62,9 +63,13 @@ const (
 )
 
 // Bounds: a manifest of 64k layers is about 16 MiB of JSON; an object is bounded like the store's.
+// MaxLayers bounds the objects of one closure: the 1,000-resource release's receipt has 26, and
+// each upgrade adds its predecessor's closure, so 10,000 is hundreds of chained upgrades, while a
+// 60,000-layer manifest fits in 16 MiB and would cost a fetch per layer.
 const (
 	MaxManifestBytes = 16 << 20
 	MaxArtifactBytes = 1 << 30
+	MaxLayers        = 10000
 )
 
 // EmptyConfig is the config of every ql3 artifact: the OCI empty descriptor ("{}").
@@ -136,6 +141,9 @@ type Artifact struct {
 func Manifest(root *Root, closure []evidence.Descriptor) ([]byte, ocispec.Descriptor, error) {
 	if len(closure) == 0 || closure[0] != root.Descriptor {
 		return nil, ocispec.Descriptor{}, refuse.New(CodeNotClosure, "closure does not start at its root")
+	}
+	if len(closure) > MaxLayers {
+		return nil, ocispec.Descriptor{}, refuse.New(CodeTooLarge, "closure of %d objects is over the bound of %d layers", len(closure), MaxLayers)
 	}
 	m := ocispec.Manifest{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
@@ -232,6 +240,8 @@ func ParseManifest(b []byte) (*Artifact, error) {
 		return nil, refuse.New(CodeManifest, "manifest config is not the empty descriptor")
 	case len(m.Layers) == 0:
 		return nil, refuse.New(CodeNotClosure, "manifest has no layer")
+	case len(m.Layers) > MaxLayers:
+		return nil, refuse.New(CodeTooLarge, "manifest has %d layers, over the bound of %d", len(m.Layers), MaxLayers)
 	}
 	if got := slices.Sorted(maps.Keys(m.Annotations)); !slices.Equal(got, manifestAnnotations) {
 		return nil, refuse.New(CodeManifest, "manifest annotations are %q, want exactly %q", got, manifestAnnotations)
@@ -424,6 +434,15 @@ func Collect(src Source, root digest.Digest, attachments []Attachment) (*Collect
 		b, err := src.GetDescriptor(at.Blob)
 		if err != nil {
 			return nil, err
+		}
+		if at.Blob.MediaType == MediaTypeBundle {
+			stmt, err := attest.StatementOf(b)
+			if err != nil {
+				return nil, err
+			}
+			if !attest.About(stmt, at.Subject) {
+				return nil, refuse.New(CodeAttachment, "attestation bundle %s is attached to %s, but its statement is about another record", at.Blob.Digest, at.Subject)
+			}
 		}
 		c.Blobs[at.Blob.Digest] = b
 		mb, md, err := ReferrerManifest(c.Desc, at.Subject, at.Blob)

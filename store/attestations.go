@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
+	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 )
@@ -224,6 +225,27 @@ func (s *Store) placeAttestation(dirfd int, subject, bundle digest.Digest, state
 	if commitHook != nil {
 		commitHook()
 	}
+	present := func() (bool, error) {
+		es, err := s.listAttestations(subject)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range es {
+			if e.Bundle == bundle {
+				if e.Statement != statement {
+					return false, refuse.New(CodeIndexConflict, "attestation index entry %s/%s exists with another statement", subject.Encoded(), bundle.Encoded())
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	leaf := deploylog.Leaf{Kind: deploylog.KindAttestation, Key: subject, Bundle: bundle, Record: statement.Digest}
+	return s.publish(leaf, present, func() error { return s.renameAttestation(dirfd, subject, bundle, statement, st) })
+}
+
+// renameAttestation is placeAttestation's rename, under the publication lock.
+func (s *Store) renameAttestation(dirfd int, subject, bundle digest.Digest, statement evidence.Descriptor, st *staged) error {
 	err := s.link(st, dirfd, bundle.Encoded())
 	if err == nil {
 		if err := unix.Fsync(dirfd); err != nil {

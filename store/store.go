@@ -20,6 +20,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
+	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/sysfile"
@@ -463,7 +464,7 @@ func readObject(blobs int, d digest.Digest) ([]byte, error) {
 	if grew {
 		return nil, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
 	}
-	if evidence.FromBytes(b) != d {
+	if !sumIs(sha256.Sum256(b), d.Encoded()) {
 		return nil, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
 	}
 	return b, nil
@@ -604,21 +605,36 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 		return err
 	}
 	defer release()
-	err = s.commitAt(dirfd, "index/"+kind, key.Encoded(), b)
-	if err == nil {
-		return s.withdrawIfMoved(dirfd, key.Encoded(), "index "+kind+" entry "+string(key))
-	}
-	if errors.Is(err, errExists) {
-		old, ok, gerr := s.getIndex(kind, key)
-		if gerr != nil {
-			return gerr
+	lk, _ := deploylog.KindOfIndex(kind)
+	// The entry is new, or the same (a no-op), or a conflict: judged under the publication
+	// lock, so that exactly one leaf is appended for it (docs/log.md).
+	present := func() (bool, error) {
+		old, ok, err := readEntry(dirfd, kind, key)
+		if err != nil || !ok {
+			return false, err
 		}
-		if !ok || old != d {
-			return refuse.New(CodeIndexConflict, "index %s entry %s exists with another descriptor", kind, key)
+		if old != d {
+			return false, refuse.New(CodeIndexConflict, "index %s entry %s exists with another descriptor", kind, key)
 		}
-		return nil
+		return true, nil
 	}
-	return err
+	return s.publish(deploylog.Leaf{Kind: lk, Key: key, Record: d.Digest}, present, func() error {
+		err := s.commitAt(dirfd, "index/"+kind, key.Encoded(), b)
+		if err == nil {
+			return s.withdrawIfMoved(dirfd, key.Encoded(), "index "+kind+" entry "+string(key))
+		}
+		if errors.Is(err, errExists) {
+			old, ok, gerr := s.getIndex(kind, key)
+			if gerr != nil {
+				return gerr
+			}
+			if !ok || old != d {
+				return refuse.New(CodeIndexConflict, "index %s entry %s exists with another descriptor", kind, key)
+			}
+			return nil
+		}
+		return err
+	})
 }
 
 // withdrawIfMoved is the check after an index entry's rename into the held directory dirfd: when

@@ -24,6 +24,8 @@ type ceremonyOptions struct {
 	writeApply   string
 	stepTimeout  time.Duration
 	writeApplyOK bool // the subcommand takes --write-apply-command at all
+	// live-audit only: compare the cluster with a receipt a later one superseded.
+	allowSuperseded bool
 }
 
 func newCeremonyCmd(root *RootOptions, use, want, short, example string) *cobra.Command {

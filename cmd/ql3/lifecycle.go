@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/ceremony"
@@ -28,13 +27,17 @@ func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 			"identity read; gives every object one verdict (converged, field-differs, ownership-lost,\n" +
 			"missing, recreated, image-differs, annotation-differs) and publishes a self-digest live-audit\n" +
 			"report whether or not it finds drift. It changes nothing in the cluster. Exit 0 only when every\n" +
-			"object converged; drift is LIVE_DRIFT, exit 1, with the report published (docs/lifecycle.md).",
+			"object converged; drift is LIVE_DRIFT, exit 1, with the report published, the drifted fields\n" +
+			"with the managers that hold them, and the commands that repair it (docs/lifecycle.md). A\n" +
+			"receipt a later receipt of the cluster superseded is refused (LIVE_AUDIT_SUPERSEDED) unless\n" +
+			"--allow-superseded is given.",
 		Example: "  ql3 live-audit --command-file=/abs/private/apply.json\n  ql3 live-audit -o json --command-file=/abs/private/live-audit.json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
 	})
 	pathVar(c.Flags(), &o.commandFile, "command-file", "the apply or live-audit command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	c.Flags().BoolVar(&o.allowSuperseded, "allow-superseded", false, "compare the cluster with the receipt even when a later receipt superseded it (LIVE_AUDIT_SUPERSEDED otherwise)")
 	return c
 }
 
@@ -52,7 +55,8 @@ func (o *liveAuditOptions) run(ctx context.Context, s streams) error {
 // liveAudit runs the live audit of the command file and prints its result; a drift refusal comes
 // with a published report, which is printed before the refusal.
 func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams) error {
-	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err})
+	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err,
+		AllowSuperseded: o.allowSuperseded})
 	if res == nil {
 		return err
 	}
@@ -117,7 +121,7 @@ func (r historyResult) writeText(w io.Writer) error { return r.WriteText(w) }
 // describeOptions: `ql3 describe DIGEST`.
 type describeOptions struct {
 	root    *RootOptions
-	subject digest.Digest
+	subject digestRef
 }
 
 func newDescribeCmd(root *RootOptions) *cobra.Command {
@@ -137,7 +141,7 @@ func newDescribeCmd(root *RootOptions) *cobra.Command {
 
 func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.subject, err = digestArg("DIGEST", a[0])
+	o.subject, err = digestRefArg("DIGEST", a[0])
 	return err
 }
 func (o *describeOptions) validate() error { return nil }
@@ -147,7 +151,11 @@ func (o *describeOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
-	d, err := history.Describe(st, o.subject)
+	subject, err := o.subject.resolve(st)
+	if err != nil {
+		return err
+	}
+	d, err := history.Describe(st, subject)
 	if err != nil {
 		return err
 	}

@@ -176,6 +176,7 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newApplyCmd(o),
 		newRunCmd(o),
 		newLiveAuditCmd(o),
+		newStatusCmd(o),
 		newCommandCmd(o),
 		newClusterCmd(o),
 		newKubeconfigCmd(o),

@@ -1,0 +1,462 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/qinglong/ql3/deploylog"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/refuse"
+)
+
+const testOrigin = "example.com/ql3/test"
+
+func logKey(t testing.TB, origin string) (note.Signer, deploylog.KeyVerifier) {
+	t.Helper()
+	skey, vkey, err := deploylog.GenerateKey(origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := deploylog.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := deploylog.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sg, deploylog.KeyVerifier{V: v, Origin: origin}
+}
+
+// publishIntent publishes intent number i (its own record, under its own key) and returns the
+// record's descriptor and key.
+func publishIntent(t testing.TB, s *Store, i int) (evidence.Descriptor, digest.Digest) {
+	t.Helper()
+	d, err := s.PutBlob(evidence.MediaTypeOctets, fmt.Appendf(nil, "object %d", i))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := s.PutRecord(evidence.MediaTypeIntent, testIntent(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := evidence.FromBytes(fmt.Appendf(nil, "key %d", i))
+	if err := s.PutIndex(evidence.IndexIntents, key, rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec, key
+}
+
+func newLogStore(t testing.TB) *Store {
+	t.Helper()
+	root := filepath.Join(t.(interface{ TempDir() string }).TempDir(), "s")
+	if r, err := filepath.EvalSymlinks(filepath.Dir(root)); err == nil {
+		root = filepath.Join(r, "s")
+	}
+	s, err := Init(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.InitLog(testOrigin); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func verifyLog(t testing.TB, s *Store, o LogVerifyOptions) *LogReport {
+	t.Helper()
+	r, err := s.VerifyLog(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func wantLogOK(t testing.TB, r *LogReport) {
+	t.Helper()
+	if !r.OK() {
+		t.Fatalf("log verify: %+v", r.Errors)
+	}
+}
+
+func codes(fs []LogFinding) map[refuse.Code]int {
+	out := map[refuse.Code]int{}
+	for _, f := range fs {
+		out[f.Code]++
+	}
+	return out
+}
+
+func wantFinding(t testing.TB, r *LogReport, code refuse.Code) {
+	t.Helper()
+	if codes(r.Errors)[code] == 0 {
+		t.Fatalf("want a %s finding, got %+v", code, r.Errors)
+	}
+}
+
+// snapshot is every file under root with its bytes and mode: "nothing written" is compared on it.
+func snapshot(t testing.TB, root string) string {
+	t.Helper()
+	var b bytes.Buffer
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %v\n", p, fi.Mode())
+		if d.Type().IsRegular() {
+			c, err := os.ReadFile(p)
+			if err != nil && !os.IsPermission(err) {
+				return err
+			}
+			fmt.Fprintf(&b, "%x\n", sha256.Sum256(c))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestLogAppendVerifySign(t *testing.T) {
+	s := newLogStore(t)
+	sg, kv := logKey(t, testOrigin)
+	for i := 0; i < 5; i++ {
+		publishIntent(t, s, i)
+	}
+	rec, key := publishIntent(t, s, 2) // the same entry again: no leaf
+	_ = rec
+	if err := s.PutIndex(evidence.IndexIntents, key, evidence.Descriptor{MediaType: evidence.MediaTypeIntent,
+		Digest: evidence.FromBytes([]byte("other")), Size: 5}); refuse.CodeOf(err) != CodeIndexConflict {
+		t.Fatalf("conflicting entry: %v", err)
+	}
+	subject, statement, bundle := attestedData()
+	if _, _, err := s.PutAttested(subject, statement, bundle); err != nil {
+		t.Fatal(err)
+	}
+	r := verifyLog(t, s, LogVerifyOptions{Verifier: kv})
+	wantLogOK(t, r)
+	if r.Size != 6 || r.SignedSize != 0 || r.UnsignedTail != 6 {
+		t.Fatalf("report %+v", r)
+	}
+	msg, cp, err := s.SignCheckpoint(sg)
+	if err != nil || cp.Size != 6 {
+		t.Fatalf("sign: %v %+v", err, cp)
+	}
+	if _, _, err := s.SignCheckpoint(sg); err != nil { // same size, same key: a no-op
+		t.Fatal(err)
+	}
+	r = verifyLog(t, s, LogVerifyOptions{Verifier: kv, Since: msg})
+	wantLogOK(t, r)
+	if r.SignedSize != 6 || r.UnsignedTail != 0 || len(r.Checkpoints) != 1 || !r.Checkpoints[0].Trusted {
+		t.Fatalf("report %+v", r)
+	}
+	publishIntent(t, s, 9)
+	r = verifyLog(t, s, LogVerifyOptions{Verifier: kv, Since: msg})
+	wantLogOK(t, r)
+	if r.UnsignedTail != 1 || codes(r.Hints)[CodeLogUnsignedTail] != 1 {
+		t.Fatalf("report %+v", r)
+	}
+	// A proof for the attestation's statement and for an intent, checked by deploylog alone.
+	p, err := s.LogProof(evidence.FromBytes(statement), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := deploylog.ParseProof(p.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Verify(kv, evidence.FromBytes(statement)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.LogProof(evidence.FromBytes([]byte("never published")), kv)
+	if refuse.CodeOf(err) != CodeLogNotLogged {
+		t.Fatalf("proof of an unlogged digest: %v", err)
+	}
+	last, _ := publishIntent(t, s, 10)
+	_, err = s.LogProof(last.Digest, kv)
+	if refuse.CodeOf(err) != CodeLogUnsigned {
+		t.Fatalf("proof of an unsigned leaf: %v", err)
+	}
+	sr, err := s.Verify()
+	if err != nil || !sr.OK() {
+		t.Fatalf("store verify: %+v %v", sr, err)
+	}
+}
+
+func TestLogBackfill(t *testing.T) {
+	s := newStore(t)
+	var keys []digest.Digest
+	for i := 0; i < 260; i++ {
+		_, k := publishIntent(t, s, i)
+		keys = append(keys, k)
+	}
+	if _, err := s.LogOrigin(); refuse.CodeOf(err) != CodeLogNotInitialized {
+		t.Fatalf("origin before init: %v", err)
+	}
+	n, err := s.InitLog(testOrigin)
+	if err != nil || n != 260 {
+		t.Fatalf("init: %d %v", n, err)
+	}
+	if n, err := s.InitLog(testOrigin); err != nil || n != 0 {
+		t.Fatalf("init again: %d %v", n, err)
+	}
+	if _, err := s.InitLog("example.com/other"); refuse.CodeOf(err) != CodeLogInitialized {
+		t.Fatalf("init with another origin: %v", err)
+	}
+	if err := CheckOrigin("bad origin"); refuse.CodeOf(err) != deploylog.CodeOrigin {
+		t.Fatalf("origin with a space: %v", err)
+	}
+	r := verifyLog(t, s, LogVerifyOptions{})
+	wantLogOK(t, r)
+	if r.Size != 260 || len(r.Hints) != 2 { // signatures skipped, unsigned tail
+		t.Fatalf("report %+v", r)
+	}
+	// Backfill follows publication order: the entries' commit times.
+	l, _, _ := s.openLog(false)
+	defer l.close()
+	for i := range keys {
+		leaf, _, err := s.readLeaf(l, int64(i))
+		if err != nil || leaf.Key != keys[i] {
+			t.Fatalf("leaf %d: %+v %v", i, leaf, err)
+		}
+	}
+}
+
+// TestLogConcurrentPublications: 8 publishers, each with its own Store on one directory (as 8
+// processes would be), publish 20 entries each, some of them the same, at once: one linear log,
+// one leaf per entry, and it verifies.
+func TestLogConcurrentPublications(t *testing.T) {
+	s := newLogStore(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Go(func() {
+			o, err := Open(s.Root())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer o.Close()
+			for i := 0; i < 20; i++ {
+				publishIntent(t, o, g*100+i%15) // i >= 15 repeats an entry of this publisher
+				if g%2 == 0 {
+					publishIntent(t, o, 9999) // every even publisher publishes one shared entry
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	r := verifyLog(t, s, LogVerifyOptions{})
+	wantLogOK(t, r)
+	if r.Size != 8*15+1 {
+		t.Fatalf("log of %d leaves, want %d", r.Size, 8*15+1)
+	}
+	es, err := s.ListIndex(evidence.IndexIntents)
+	if err != nil || int64(len(es)) != r.Size {
+		t.Fatalf("%d entries for %d leaves: %v", len(es), r.Size, err)
+	}
+}
+
+// damage makes a store file writable (or its directory) for a test that tampers with it.
+func chmodW(t testing.TB, p string) {
+	t.Helper()
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLogAttacks: each tampering is found by log verify with its code, and verify writes nothing.
+func TestLogAttacks(t *testing.T) {
+	sg, kv := logKey(t, testOrigin)
+	// The store every attack starts from: 300 intents (a full tile and a right edge), signed;
+	// built once, copied (cp -a) for each attack.
+	const N = 300
+	var recs []evidence.Descriptor
+	var keys []digest.Digest
+	base := newLogStore(t)
+	for i := 0; i < N; i++ {
+		r, k := publishIntent(t, base, i)
+		recs, keys = append(recs, r), append(keys, k)
+	}
+	baseMsg, _, err := base.SignCheckpoint(sg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := func(t *testing.T) (*Store, []evidence.Descriptor, []digest.Digest, []byte) {
+		root := filepath.Join(t.TempDir(), "copy")
+		if r, err := filepath.EvalSymlinks(filepath.Dir(root)); err == nil {
+			root = filepath.Join(r, "copy")
+		}
+		if out, err := exec.Command("cp", "-a", base.Root(), root).CombinedOutput(); err != nil {
+			t.Fatalf("cp -a: %v %s", err, out)
+		}
+		s, err := Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, recs, keys, baseMsg
+	}
+	leafPath := func(s *Store, i int64) string { return filepath.Join(s.Root(), leavesRel, leafName(i)) }
+	entryPath := func(s *Store, k digest.Digest) string {
+		return filepath.Join(s.Root(), "index", evidence.IndexIntents, k.Encoded())
+	}
+	run := func(t *testing.T, s *Store, o LogVerifyOptions, code refuse.Code) {
+		t.Helper()
+		before := snapshot(t, s.Root())
+		r := verifyLog(t, s, o)
+		wantFinding(t, r, code)
+		if refuse.CodeOf(r.Err()) == "" {
+			t.Fatal("report not OK but no error")
+		}
+		if snapshot(t, s.Root()) != before {
+			t.Fatal("log verify wrote to the store")
+		}
+	}
+	t.Run("record deleted, leaf and entry kept", func(t *testing.T) {
+		s, recs, _, _ := setup(t)
+		os.Remove(blobPath(s, recs[10].Digest))
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogRecordMissing)
+	})
+	t.Run("index entry deleted", func(t *testing.T) {
+		s, _, keys, _ := setup(t)
+		os.Remove(entryPath(s, keys[10]))
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogEntryMissing)
+	})
+	t.Run("entry and record deleted", func(t *testing.T) {
+		s, recs, keys, _ := setup(t)
+		os.Remove(entryPath(s, keys[299]))
+		os.Remove(blobPath(s, recs[299].Digest))
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogEntryMissing) // signed: not a pending append
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogRecordMissing)
+	})
+	t.Run("swapped leaves", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		a, b := leafPath(s, 3), leafPath(s, 290)
+		tmp := a + ".x"
+		os.Rename(a, tmp)
+		os.Rename(b, a)
+		os.Rename(tmp, b)
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogCheckpointStale)
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogTileMismatch)
+	})
+	t.Run("truncated and re-signed", func(t *testing.T) {
+		s, _, keys, old := setup(t)
+		// The attacker removes the last two publications whole (leaves, entries, checkpoint)
+		// and signs the smaller log: the store is consistent on its own; --since is not.
+		for i := int64(298); i < 300; i++ {
+			os.Remove(leafPath(s, i))
+			os.Remove(entryPath(s, keys[i]))
+		}
+		os.Remove(filepath.Join(s.Root(), checkpointsRel, checkpointName(300)))
+		if _, _, err := s.SignCheckpoint(sg); err != nil {
+			t.Fatal(err)
+		}
+		wantLogOK(t, verifyLog(t, s, LogVerifyOptions{Verifier: kv}))
+		run(t, s, LogVerifyOptions{Verifier: kv, Since: old}, deploylog.CodeRollback)
+	})
+	t.Run("same-size fork", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		// The auditor holds a checkpoint of the same size from another history, signed by the
+		// same key.
+		c, _, err := deploylog.ParseSignedCheckpoint(baseMsg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Hash[0] ^= 1
+		fork, err := deploylog.Sign(c, sg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, s, LogVerifyOptions{Verifier: kv, Since: fork}, deploylog.CodeFork)
+	})
+	t.Run("checkpoint signed by another key", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		_, kv2 := logKey(t, testOrigin)
+		run(t, s, LogVerifyOptions{Verifier: kv2}, deploylog.CodeCheckpointSig)
+	})
+	t.Run("another origin", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		sg2, _ := logKey(t, "example.com/other")
+		root, _, _ := s.SignCheckpoint(sg)
+		c, _, _ := deploylog.ParseSignedCheckpoint(root)
+		c.Origin = "example.com/other"
+		msg, err := deploylog.Sign(c, sg2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, s, LogVerifyOptions{Verifier: kv, Since: msg}, deploylog.CodeOrigin)
+		if _, _, err := s.SignCheckpoint(sg2); refuse.CodeOf(err) != deploylog.CodeOrigin {
+			t.Fatalf("sign with a key of another origin: %v", err)
+		}
+	})
+	t.Run("index entry with no leaf", func(t *testing.T) {
+		s, recs, _, _ := setup(t)
+		k := evidence.FromBytes([]byte("smuggled"))
+		b, _ := evidence.MarshalRecord(recs[0])
+		p := entryPath(s, k)
+		if err := os.WriteFile(p, b, 0o400); err != nil {
+			t.Fatal(err)
+		}
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogEntryNoLeaf)
+	})
+	t.Run("trailing garbage in a note", func(t *testing.T) {
+		s, _, _, old := setup(t)
+		p := filepath.Join(s.Root(), checkpointsRel, checkpointName(300))
+		chmodW(t, p)
+		os.WriteFile(p, append(old, "garbage\n"...), 0o400)
+		os.Chmod(p, 0o400)
+		run(t, s, LogVerifyOptions{Verifier: kv}, deploylog.CodeCheckpointMalformed)
+	})
+	t.Run("leaf missing in the middle", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		os.Remove(leafPath(s, 100))
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogLeafMissing)
+	})
+	t.Run("leaf duplicated", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		b, _ := os.ReadFile(leafPath(s, 5))
+		// A leaf repeating another's entry, appended as if published.
+		os.WriteFile(leafPath(s, 300), b, 0o400)
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogLeafDuplicate)
+	})
+	t.Run("entry names another record", func(t *testing.T) {
+		s, recs, keys, _ := setup(t)
+		p := entryPath(s, keys[4])
+		os.Remove(p)
+		b, _ := evidence.MarshalRecord(recs[5])
+		os.WriteFile(p, b, 0o400)
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogEntryMismatch)
+	})
+}
+
+func blobFiles(t *testing.T, s *Store) []string {
+	es, _ := os.ReadDir(filepath.Join(s.Root(), "blobs", "sha256"))
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}

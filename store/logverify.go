@@ -1,0 +1,565 @@
+package store
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/qinglong/ql3/deploylog"
+	"github.com/qinglong/ql3/deploylog/policy"
+	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/refuse"
+)
+
+// Codes raised only as findings of VerifyLog.
+const (
+	CodeLogLeafMissing   refuse.Code = "LOG_LEAF_MISSING"       // a leaf index below the log's last is missing
+	CodeLogEntryMissing  refuse.Code = "LOG_ENTRY_MISSING"      // a leaf's index entry is gone
+	CodeLogEntryNoLeaf   refuse.Code = "LOG_ENTRY_NO_LEAF"      // an index entry no leaf records: published outside the log
+	CodeLogLeafDuplicate refuse.Code = "LOG_LEAF_DUPLICATE"     // two leaves record one index entry
+	CodeLogTileMismatch  refuse.Code = "LOG_TILE_MISMATCH"      // a stored tile differs from the leaves' hashes
+	CodeLogPending       refuse.Code = "LOG_PENDING"            // hint: the last leaf's entry is not written yet
+	CodeLogTileMissing   refuse.Code = "LOG_TILE_MISSING"       // hint: a full tile is not stored
+	CodeLogUnsignedTail  refuse.Code = "LOG_UNSIGNED_TAIL"      // hint: leaves after the last signed checkpoint
+	CodeLogSignatureSkip refuse.Code = "LOG_SIGNATURES_SKIPPED" // hint: no key given, signatures not checked
+)
+
+// LogFinding is one finding of VerifyLog; Leaf is the leaf index it concerns, or -1.
+type LogFinding struct {
+	Code refuse.Code `json:"code"`
+	Leaf int64       `json:"leaf"`
+	Path string      `json:"path,omitempty"`
+	Msg  string      `json:"message"`
+}
+
+// LogCheckpoint is one stored checkpoint as VerifyLog judged it.
+type LogCheckpoint struct {
+	Size int64  `json:"size"`
+	Root string `json:"root"`
+	Path string `json:"path"`
+	// Trusted is true when the verifier given accepted the note (the log key, or a policy's
+	// quorum); false when it refused it or no verifier was given.
+	Trusted bool `json:"trusted"`
+}
+
+// LogReport is the result of VerifyLog: errors make OK false, hints do not.
+type LogReport struct {
+	Origin string `json:"origin"`
+	Size   int64  `json:"size"`
+	Root   string `json:"root"`
+	// SignaturesChecked is false when no verifier was given: checkpoints are then checked
+	// against the leaves only, and no leaf counts as signed.
+	SignaturesChecked bool            `json:"signaturesChecked"`
+	Checkpoints       []LogCheckpoint `json:"checkpoints"`
+	// SignedSize is the size of the largest trusted checkpoint; leaves from it on are the
+	// unsigned tail (UnsignedTail of them), reported, not verified by any signature.
+	SignedSize   int64 `json:"signedSize"`
+	UnsignedTail int64 `json:"unsignedTail"`
+	// Since is the auditor's checkpoint the log was required to extend, when given.
+	Since  *LogCheckpoint `json:"since,omitempty"`
+	Errors []LogFinding   `json:"errors"`
+	Hints  []LogFinding   `json:"hints"`
+}
+
+// OK is true iff VerifyLog found no error.
+func (r *LogReport) OK() bool { return len(r.Errors) == 0 }
+
+// Err is nil when OK, else a refusal with the first error's code and the count of errors.
+func (r *LogReport) Err() error {
+	if r.OK() {
+		return nil
+	}
+	f := r.Errors[0]
+	e := refuse.New(f.Code, "log verify: %d finding(s); first: %s", len(r.Errors), f.Msg)
+	return e.WithHint("every finding is listed above (or in -o json); nothing was written")
+}
+
+func (r *LogReport) bad(code refuse.Code, leaf int64, path, format string, a ...any) {
+	r.Errors = append(r.Errors, LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (r *LogReport) hint(code refuse.Code, leaf int64, path, format string, a ...any) {
+	r.Hints = append(r.Hints, LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (r *LogReport) badErr(leaf int64, path string, err error) {
+	r.Errors = append(r.Errors, LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: err.Error()})
+}
+
+// LogVerifyOptions are VerifyLog's inputs.
+type LogVerifyOptions struct {
+	// Verifier judges every stored checkpoint's signatures (deploylog.KeyVerifier for a log
+	// key; the witness policy for cosignatures). Nil: signatures are not checked.
+	Verifier deploylog.CheckpointVerifier
+	// Since is the auditor's last signed checkpoint (a note): the log must extend it.
+	Since []byte
+}
+
+// VerifyLog recomputes the log's tree from its leaves and checks, collecting every finding
+// (docs/log.md, "log verify"): the leaves are 0..n-1 without a gap, each canonical; every
+// stored tile is the leaves' hashes; every stored checkpoint has the origin, and a size and root
+// of this tree (so each extends the one before), and is trusted by the verifier; the log extends
+// Since; every leaf's index entry names its record and the record is intact, every index entry
+// has exactly one leaf. Nothing is written.
+func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	l, err := s.mustOpenLog()
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	r := &LogReport{Origin: l.origin, SignaturesChecked: o.Verifier != nil, Checkpoints: []LogCheckpoint{},
+		Errors: []LogFinding{}, Hints: []LogFinding{}}
+
+	// Leaves.
+	names, err := listDir(l.leaves.fd, leavesRel)
+	if err != nil {
+		return nil, err
+	}
+	present := map[int64]bool{}
+	var last int64 = -1
+	for _, name := range names {
+		i, ok := parseName(name)
+		if !ok {
+			r.bad(CodeLogFile, -1, leavesRel+"/"+name, "stray file in %s", leavesRel)
+			continue
+		}
+		present[i] = true
+		last = max(last, i)
+	}
+	n := int64(0)
+	for present[n] {
+		n++
+	}
+	for i := n; i <= last; i++ {
+		if !present[i] {
+			r.bad(CodeLogLeafMissing, i, leavesRel+"/"+leafName(i), "leaf %d is missing (the log has leaves up to %d)", i, last)
+		}
+	}
+	tree := &deploylog.Tree{}
+	leaves := make([]deploylog.Leaf, 0, n)
+	parsed := make([]bool, 0, n)
+	for i := int64(0); i < n; i++ {
+		rel := leavesRel + "/" + leafName(i)
+		b, err := readLogFile(l.leaves.fd, leafName(i), rel, deploylog.MaxLeafSize)
+		if err != nil {
+			r.badErr(i, rel, err)
+			n = i // the tree cannot be computed past an unreadable leaf
+			break
+		}
+		if err := tree.Append(b); err != nil {
+			return nil, err
+		}
+		leaf, err := deploylog.ParseLeaf(b)
+		leaves, parsed = append(leaves, leaf), append(parsed, err == nil)
+		if err != nil {
+			r.badErr(i, rel, err)
+		}
+	}
+	r.Size = n
+	root, err := tree.Root(n)
+	if err != nil {
+		return nil, err
+	}
+	r.Root = base64.StdEncoding.EncodeToString(root[:])
+
+	s.verifyTiles(l, tree, r)
+	s.verifyCheckpoints(l, tree, o, r)
+	verifyCosignatureFiles(l, r)
+	requireQuorum(r)
+	if o.Since != nil {
+		s.verifySince(l, tree, o, r)
+	}
+	if o.Verifier == nil {
+		r.hint(CodeLogSignatureSkip, -1, checkpointsRel, "no log key given: checkpoints were checked against the leaves, not their signatures")
+	}
+	r.UnsignedTail = r.Size - r.SignedSize
+	s.verifyEntries(leaves, parsed, r)
+	if r.UnsignedTail > 0 {
+		r.hint(CodeLogUnsignedTail, r.SignedSize, leavesRel, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
+			r.SignedSize, r.Size-1)
+	}
+	return r, nil
+}
+
+func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
+	names, err := listDir(l.tiles.fd, tilesRel)
+	if err != nil {
+		r.badErr(-1, tilesRel, err)
+		return
+	}
+	have := map[string]bool{}
+	for _, name := range names {
+		rel := tilesRel + "/" + name
+		ls, ns, ok := strings.Cut(name, "-")
+		level, lerr := strconv.ParseInt(ls, 10, 64)
+		idx, iok := parseName(ns)
+		if !ok || lerr != nil || !iok || strconv.FormatInt(level, 10) != ls || level < 0 || level > 6 {
+			r.bad(CodeLogFile, -1, rel, "stray file in %s", tilesRel)
+			continue
+		}
+		have[name] = true
+		b, err := readLogFile(l.tiles.fd, name, rel, tileBytes)
+		if err != nil {
+			r.badErr(-1, rel, err)
+			continue
+		}
+		want, err := tree.TileHashes(int(level), idx)
+		if err != nil {
+			r.bad(CodeLogTileMismatch, -1, rel, "tile %d/%d lies beyond the log's %d leaves", level, idx, tree.Size())
+			continue
+		}
+		if string(b) != string(want) {
+			r.bad(CodeLogTileMismatch, -1, rel, "tile %d/%d differs from the hashes of the log's leaves", level, idx)
+		}
+	}
+	for m := int64(deploylog.TileWidth); m <= tree.Size(); m += deploylog.TileWidth {
+		for _, t := range deploylog.FullTilesCompletedBy(m) {
+			if name := tileName(t[0], t[1]); !have[name] {
+				r.hint(CodeLogTileMissing, -1, tilesRel+"/"+name, "full tile %d/%d is not stored (the next append writes it)", t[0], t[1])
+			}
+		}
+	}
+}
+
+func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyOptions, r *LogReport) {
+	names, err := listDir(l.checkpoints.fd, checkpointsRel)
+	if err != nil {
+		r.badErr(-1, checkpointsRel, err)
+		return
+	}
+	var prev *deploylog.Checkpoint
+	for _, name := range names {
+		rel := checkpointsRel + "/" + name
+		size, ok := parseName(name)
+		if !ok {
+			r.bad(CodeLogFile, -1, rel, "stray file in %s", checkpointsRel)
+			continue
+		}
+		b, err := readLogFile(l.checkpoints.fd, name, rel, deploylog.MaxNoteSize)
+		if err == nil {
+			b, err = withCosignatures(l, size, b)
+		}
+		if err != nil {
+			r.badErr(-1, rel, err)
+			continue
+		}
+		c, trusted, ok := s.judgeCheckpoint(b, l.origin, tree, o.Verifier, rel, r)
+		if !ok {
+			continue
+		}
+		if c.Size != size {
+			r.bad(CodeLogFile, -1, rel, "%s holds a checkpoint of size %d", rel, c.Size)
+			continue
+		}
+		r.Checkpoints = append(r.Checkpoints, LogCheckpoint{Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash[:]), Path: rel, Trusted: trusted})
+		if trusted {
+			r.SignedSize = max(r.SignedSize, c.Size)
+		}
+		if prev != nil {
+			p, err := tree.ConsistencyProof(prev.Size, c.Size)
+			if err == nil {
+				err = deploylog.CheckConsistency(p, prev.Tree(), c.Tree())
+			}
+			if err != nil {
+				r.badErr(-1, rel, err)
+			}
+		}
+		prev = &c
+	}
+}
+
+// judgeCheckpoint checks one note against the log: origin, signature (when a verifier is
+// given), and that its tree is a prefix of the leaves' tree. ok is false after a finding.
+func (s *Store) judgeCheckpoint(b []byte, origin string, tree *deploylog.Tree, v deploylog.CheckpointVerifier, rel string, r *LogReport) (deploylog.Checkpoint, bool, bool) {
+	c, _, err := deploylog.ParseSignedCheckpoint(b)
+	if err != nil {
+		r.badErr(-1, rel, err)
+		return c, false, false
+	}
+	if c.Origin != origin {
+		r.bad(deploylog.CodeOrigin, -1, rel, "checkpoint of origin %q, the log's origin is %q", c.Origin, origin)
+		return c, false, false
+	}
+	trusted := false
+	if v != nil {
+		_, err := v.VerifyCheckpoint(b)
+		switch {
+		case refuse.CodeOf(err) == policy.CodeQuorum:
+			// Signed by the log but not (yet) cosigned by the quorum: not trusted, not wrong.
+			r.hint(policy.CodeQuorum, -1, rel, "signed by the log, not cosigned by the policy's quorum: %v", err)
+		case err != nil:
+			r.badErr(-1, rel, err)
+			return c, false, false
+		default:
+			trusted = true
+		}
+	}
+	if c.Size > tree.Size() {
+		r.bad(deploylog.CodeRollback, -1, rel, "checkpoint of size %d, the log has %d leaves: leaves were removed", c.Size, tree.Size())
+		return c, trusted, false
+	}
+	if h, err := tree.Root(c.Size); err != nil || h != c.Hash {
+		r.bad(CodeLogCheckpointStale, -1, rel, "checkpoint of size %d does not match the log's first %d leaves (changed, swapped or forked)", c.Size, c.Size)
+		return c, trusted, false
+	}
+	return c, trusted, true
+}
+
+func (s *Store) verifySince(l *logDirs, tree *deploylog.Tree, o LogVerifyOptions, r *LogReport) {
+	const rel = "--since"
+	c, _, err := deploylog.ParseSignedCheckpoint(o.Since)
+	if err != nil {
+		r.badErr(-1, rel, err)
+		return
+	}
+	r.Since = &LogCheckpoint{Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash[:]), Path: rel}
+	if c.Origin != l.origin {
+		r.bad(deploylog.CodeOrigin, -1, rel, "the checkpoint to extend is of origin %q, the log's is %q", c.Origin, l.origin)
+		return
+	}
+	if o.Verifier != nil {
+		if _, err := o.Verifier.VerifyCheckpoint(o.Since); err != nil {
+			r.badErr(-1, rel, err)
+			return
+		}
+		r.Since.Trusted = true
+	}
+	if c.Size > tree.Size() {
+		r.bad(deploylog.CodeRollback, -1, rel, "the log has %d leaves, the checkpoint to extend %d: a rollback, or a copy missing leaves %d to %d",
+			tree.Size(), c.Size, tree.Size(), c.Size-1)
+		return
+	}
+	if h, _ := tree.Root(c.Size); h != c.Hash {
+		r.bad(deploylog.CodeFork, -1, rel, "the log's first %d leaves do not hash to the checkpoint to extend: a fork", c.Size)
+		return
+	}
+	if r.Since.Trusted {
+		r.SignedSize = max(r.SignedSize, c.Size)
+	}
+}
+
+// entryKey names an index entry: its publication kind, key and (attestations) bundle.
+type entryKey struct {
+	kind        deploylog.Kind
+	key, bundle digest.Digest
+}
+
+func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogReport) {
+	entries := map[entryKey]evidence.Descriptor{}
+	paths := map[entryKey]string{}
+	for _, kind := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts, evidence.IndexLiveAudits} {
+		es, err := s.listIndex(kind)
+		if err != nil {
+			r.badErr(-1, "index/"+kind, err)
+			continue
+		}
+		lk, _ := deploylog.KindOfIndex(kind)
+		for _, e := range es {
+			k := entryKey{kind: lk, key: e.Key}
+			entries[k], paths[k] = e.Descriptor, "index/"+kind+"/"+e.Key.Encoded()
+		}
+	}
+	subjects, err := s.attestationSubjects()
+	if err != nil {
+		r.badErr(-1, attestationsRel, err)
+	}
+	for _, subject := range subjects {
+		es, err := s.listAttestations(subject)
+		if err != nil {
+			r.badErr(-1, attestationsRel+"/"+subject.Encoded(), err)
+			continue
+		}
+		for _, e := range es {
+			k := entryKey{kind: deploylog.KindAttestation, key: subject, bundle: e.Bundle}
+			entries[k], paths[k] = e.Statement, attestationsRel+"/"+subject.Encoded()+"/"+e.Bundle.Encoded()
+		}
+	}
+	dropped := map[entryKey]bool{}
+	for i, leaf := range leaves {
+		if parsed[i] && leaf.Kind == deploylog.KindTombstone {
+			dropped[entryKey{kind: leaf.Dropped, key: leaf.Key, bundle: leaf.Bundle}] = true
+		}
+	}
+	seen := map[entryKey]int64{}
+	n := int64(len(leaves))
+	for i, leaf := range leaves {
+		idx := int64(i)
+		if !parsed[i] || leaf.Kind == deploylog.KindTombstone {
+			continue
+		}
+		rel := leavesRel + "/" + leafName(idx)
+		k := entryKey{kind: leaf.Kind, key: leaf.Key, bundle: leaf.Bundle}
+		if j, dup := seen[k]; dup {
+			r.bad(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", j, idx, leaf.Kind, leaf.Key)
+			continue
+		}
+		seen[k] = idx
+		e, ok := entries[k]
+		switch {
+		case !ok && dropped[k]:
+			continue // retention dropped it; its tombstone is the later leaf
+		case !ok && idx == n-1 && idx >= r.SignedSize:
+			r.hint(CodeLogPending, idx, rel, "the last leaf's %s entry %s is not written: an interrupted publication, which the next one completes", leaf.Kind, leaf.Key)
+		case !ok:
+			r.bad(CodeLogEntryMissing, idx, rel, "the %s entry %s that leaf %d records is gone", leaf.Kind, leaf.Key, idx)
+		case e.Digest != leaf.Record:
+			r.bad(CodeLogEntryMismatch, idx, paths[k], "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, e.Digest, idx, leaf.Record)
+		}
+		if dropped[k] {
+			continue
+		}
+		if _, err := checkObject(s.dirs[dSHA256].fd, leaf.Record); err != nil {
+			code := CodeLogRecordMissing
+			r.bad(code, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, err)
+		}
+	}
+	var outside []entryKey
+	for k := range paths {
+		if _, ok := seen[k]; !ok {
+			outside = append(outside, k)
+		}
+	}
+	slices.SortFunc(outside, func(a, b entryKey) int { return strings.Compare(paths[a], paths[b]) })
+	for _, k := range outside {
+		r.bad(CodeLogEntryNoLeaf, -1, paths[k], "the %s entry %s has no leaf: published outside the log", k.kind, k.key)
+	}
+}
+
+// LogProof builds a C2SP tlog-proof for the leaf that publishes record: its inclusion in the
+// largest stored checkpoint the verifier trusts (any stored checkpoint when v is nil) that
+// covers it. LOG_RECORD_NOT_LOGGED without such a leaf, LOG_UNSIGNED when no trusted
+// checkpoint covers it yet (sign one). The proof is checked before it is returned.
+func (s *Store) LogProof(record digest.Digest, v deploylog.CheckpointVerifier) (deploylog.Proof, error) {
+	if err := s.acquire(); err != nil {
+		return deploylog.Proof{}, err
+	}
+	defer s.mu.RUnlock()
+	if _, err := evidence.ParseDigest(string(record)); err != nil {
+		return deploylog.Proof{}, err
+	}
+	l, err := s.mustOpenLog()
+	if err != nil {
+		return deploylog.Proof{}, err
+	}
+	defer l.close()
+	n, err := logSize(l.leaves.fd)
+	if err != nil {
+		return deploylog.Proof{}, err
+	}
+	idx := int64(-1)
+	var raw []byte
+	for i := n - 1; i >= 0; i-- { // recent records first: the common question is about them
+		leaf, b, err := s.readLeaf(l, i)
+		if err != nil {
+			return deploylog.Proof{}, err
+		}
+		if leaf.Kind != deploylog.KindTombstone && leaf.Record == record {
+			idx, raw = i, b
+			break
+		}
+	}
+	if idx < 0 {
+		return deploylog.Proof{}, refuse.New(CodeLogNotLogged, "no leaf of the log publishes %s", record)
+	}
+	return s.proveLeaf(l, idx, raw, v)
+}
+
+func (s *Store) proveLeaf(l *logDirs, idx int64, raw []byte, v deploylog.CheckpointVerifier) (deploylog.Proof, error) {
+	names, err := listDir(l.checkpoints.fd, checkpointsRel)
+	if err != nil {
+		return deploylog.Proof{}, err
+	}
+	for i := len(names) - 1; i >= 0; i-- {
+		size, ok := parseName(names[i])
+		if !ok || size <= idx {
+			continue
+		}
+		b, err := readLogFile(l.checkpoints.fd, names[i], checkpointsRel+"/"+names[i], deploylog.MaxNoteSize)
+		if err == nil {
+			b, err = withCosignatures(l, size, b)
+		}
+		if err != nil {
+			return deploylog.Proof{}, err
+		}
+		c, _, err := deploylog.ParseSignedCheckpoint(b)
+		if err != nil || c.Origin != l.origin || c.Size != size {
+			continue
+		}
+		if v != nil {
+			if _, err := v.VerifyCheckpoint(b); err != nil {
+				continue
+			}
+		}
+		hs, err := deploylog.ProveInclusion(idx, size, newLogReader(s, l, size))
+		if err != nil {
+			return deploylog.Proof{}, err
+		}
+		if err := deploylog.CheckInclusion(hs, size, c.Hash, idx, tlog.RecordHash(raw)); err != nil {
+			return deploylog.Proof{}, refuse.Wrap(CodeLogCheckpointStale, err, "the stored checkpoint of size %d does not match the log", size)
+		}
+		return deploylog.Proof{Extra: raw, Index: idx, Hashes: hs, Checkpoint: b}, nil
+	}
+	return deploylog.Proof{}, refuse.New(CodeLogUnsigned, "leaf %d is in the unsigned tail: no trusted checkpoint covers it", idx).
+		WithHint("sign one with: ql3 log sign --key FILE")
+}
+
+// Checkpoints returns the stored signed checkpoints, smallest first, verbatim (for the witness
+// client: the latest is what it submits).
+func (s *Store) Checkpoints() ([][]byte, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	l, err := s.mustOpenLog()
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	names, err := listDir(l.checkpoints.fd, checkpointsRel)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, name := range names {
+		if _, ok := parseName(name); !ok {
+			continue
+		}
+		b, err := readLogFile(l.checkpoints.fd, name, checkpointsRel+"/"+name, deploylog.MaxNoteSize)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// ConsistencyProof proves that the log's tree of size m is a prefix of its tree of size n (for
+// the witness's add-checkpoint: the proof from the witness's last size).
+func (s *Store) ConsistencyProof(m, n int64) (tlog.TreeProof, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	l, err := s.mustOpenLog()
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	size, err := logSize(l.leaves.fd)
+	if err != nil {
+		return nil, err
+	}
+	if n > size {
+		return nil, refuse.New(deploylog.CodeRollback, "the log has %d leaves, not %d", size, n)
+	}
+	return deploylog.ProveConsistency(m, n, newLogReader(s, l, n))
+}
