@@ -42,7 +42,7 @@ const (
 // DefaultStepTimeout bounds one kubectl run.
 const DefaultStepTimeout = 2 * time.Minute
 
-// MaxKubectlOutput is the ceiling of each of a kubectl run's stdout and stderr (DESIGN §6).
+// MaxKubectlOutput is the ceiling of each of a kubectl run's stdout and stderr (docs/rationale.md#6-kubectl-invocations).
 const MaxKubectlOutput = 4 << 20
 
 // afterStep is a test hook called after each kubectl step returned and was recorded.
