@@ -60,7 +60,10 @@ func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams) error {
 	if res == nil {
 		return err
 	}
-	return o.root.printResult(s.out, liveAuditResult{res}, err)
+	if err := o.root.printResult(s.out, liveAuditResult{res}, err); err != nil {
+		return err
+	}
+	return next(s, "ql3 status --command-file="+shellQuote(o.commandFile))
 }
 
 // liveAuditResult: the live-audit result with every verdict; it carries its own ok.
