@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -85,21 +86,30 @@ type historyOptions struct {
 func newHistoryCmd(root *RootOptions) *cobra.Command {
 	o := &historyOptions{root: root}
 	c := readsStore(&cobra.Command{
-		Use:   "history [--cluster UID]",
+		Use:   "history [--cluster-uid UID]",
 		Short: "List receipts, preflights, live audits and unfinished applies, newest first (offline)",
 		Long: "Reads the store offline and prints one line per receipt, preflight report, live-audit report\n" +
 			"and unfinished apply, newest first: the time, the kind, the release, the cluster UID, the\n" +
 			"context, whether it recovered, the live-audit verdict and a short digest (docs/lifecycle.md).",
-		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
+		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
 	})
+	c.Flags().StringVar(&o.cluster, "cluster-uid", "", "only this kube-system UID")
+	// --cluster was this flag's first name; --cluster-uid is its name everywhere (docs/cli.md).
 	c.Flags().StringVar(&o.cluster, "cluster", "", "only this kube-system UID")
+	_ = c.Flags().MarkHidden("cluster")
 	return c
 }
 
-func (o *historyOptions) complete(*cobra.Command, []string) error { return nil }
-func (o *historyOptions) validate() error                         { return nil }
+func (o *historyOptions) complete(c *cobra.Command, _ []string) error {
+	if c.Flags().Changed("cluster") {
+		// On stderr: pflag's own deprecation notice goes to stdout, which -o json keeps to one object.
+		fmt.Fprintln(c.ErrOrStderr(), "ql3: warning: --cluster is deprecated: use --cluster-uid")
+	}
+	return nil
+}
+func (o *historyOptions) validate() error { return nil }
 func (o *historyOptions) run(_ context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
