@@ -74,8 +74,16 @@ cluster-down:
 demo: build
 	@QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) scripts/demo.sh
 
+# bench runs every benchmark BENCH_COUNT times (the cluster ones on a real kube-apiserver) and ends
+# with the table of ql3's speed goals (scripts/benchreport): every figure measured side by side with
+# its reference in the same run, its goal, and whether it is met (docs/testbed.md, "Speed goals").
+BENCH_COUNT ?= 3
+BENCH_OUT ?= bin/bench.txt
 bench:
-	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) $(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+	@mkdir -p $(dir $(BENCH_OUT))
+	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) \
+		-timeout $(TEST_TIMEOUT) ./... | tee $(BENCH_OUT)
+	@$(GO) run ./scripts/benchreport < $(BENCH_OUT)
 
 # matrix runs the real-cluster suite on every supported minor (1.34 to 1.37) and with kubectl one
 # minor older and newer than the API server, building the tools it lacks, and prints a table of
