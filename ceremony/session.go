@@ -168,8 +168,8 @@ func readPinned(path, role string, ceiling int64, pinned digest.Digest) (*stable
 		if role == evidence.RoleKubeconfig {
 			// A kubeconfig changes under a command file when its token or certificate is renewed:
 			// the way on is a new review of the cluster and a new command file, not an edit.
-			e.WithHint("%s", "the kubeconfig changed since the command file pinned it (a renewed token or certificate?): " +
-				"review the cluster with ql3 cluster identity --kubeconfig " + path + " --context CONTEXT --kubectl KUBECTL, " +
+			e.WithHint("%s", "the kubeconfig changed since the command file pinned it (a renewed token or certificate?): "+
+				"review the cluster with ql3 cluster identity --kubeconfig "+path+" --context CONTEXT --kubectl KUBECTL, "+
 				"then write a new command file with ql3 command new")
 		}
 		return nil, e
