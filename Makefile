@@ -34,6 +34,7 @@ tools:
 	@scripts/build-tool.sh cosign
 	@scripts/build-tool.sh registry
 	@scripts/build-tool.sh oras
+	@scripts/build-tool.sh litewitness
 
 $(STATICCHECK):
 	GOBIN=$(dir $(STATICCHECK)) GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -52,6 +53,7 @@ lint: $(STATICCHECK)
 test: lint
 	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) QL3_COSIGN_TOOLS=$$(scripts/build-tool.sh cosign)/bin \
 		QL3_TOOL_REGISTRY=$$(scripts/build-tool.sh registry) QL3_TOOL_ORAS=$$(scripts/build-tool.sh oras) \
+		QL3_TOOL_LITEWITNESS=$$(scripts/build-tool.sh litewitness) \
 		$(GO) test -race -timeout $(TEST_TIMEOUT) -skip '^TestCeremonyRealFaults$$' ./...
 	cd conformance && QL3_TOOL_REGISTRY=$$(../scripts/build-tool.sh registry) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -run '^(TestTamperEveryObject|TestFieldSweep)$$' ./audit/
@@ -72,8 +74,16 @@ cluster-down:
 demo: build
 	@QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) scripts/demo.sh
 
+# bench runs every benchmark BENCH_COUNT times (the cluster ones on a real kube-apiserver) and ends
+# with the table of ql3's speed goals (scripts/benchreport): every figure measured side by side with
+# its reference in the same run, its goal, and whether it is met (docs/testbed.md, "Speed goals").
+BENCH_COUNT ?= 3
+BENCH_OUT ?= bin/bench.txt
 bench:
-	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) $(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+	@mkdir -p $(dir $(BENCH_OUT))
+	QL3_K8S_TOOLS=$$(scripts/build-k8s.sh) $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) \
+		-timeout $(TEST_TIMEOUT) ./... | tee $(BENCH_OUT)
+	@$(GO) run ./scripts/benchreport < $(BENCH_OUT)
 
 # matrix runs the real-cluster suite on every supported minor (1.34 to 1.37) and with kubectl one
 # minor older and newer than the API server, building the tools it lacks, and prints a table of

@@ -235,6 +235,20 @@ func TestTamper(t *testing.T) {
 			if res == nil || res.Verified != 0 {
 				t.Fatalf("result %+v", res)
 			}
+			if v.code == attest.CodeSubjectMismatch {
+				// Filed under the wrong subject: the key said nothing about this record, so the
+				// finding names no key, and a genuine attestation beside it verifies.
+				if f := res.Attestations[0]; f.Key != "" || f.Verified {
+					t.Fatalf("a misfiled attestation is attributed to key %s: %+v", f.Key, f)
+				}
+				if _, err := attest.Attest(fx.st, subject, k, opts); err != nil {
+					t.Fatal(err)
+				}
+				if res, err := attest.Verify(fx.st, subject, []*attest.PublicKey{pub}); err != nil || res.Verified != 1 {
+					t.Fatalf("beside a genuine one: %v %+v", err, res)
+				}
+				return
+			}
 			// A genuine attestation beside a false one signed by the same key does not save it.
 			if v.code != attest.CodeSignature && v.code != attest.CodeBundleInvalid {
 				if _, err := attest.Attest(fx.st, subject, k, opts); err != nil {
@@ -275,3 +289,58 @@ func removeAttestation(t *testing.T, fx *fixture, subject, bundle digest.Digest)
 }
 
 var _ = json.Marshal
+
+// TestECDSALowS: ECDSA signatures are produced in low-S form, and the high-S twin of a genuine
+// signature (made without the key) is not a second attestation: ATTEST_SIGNATURE_HIGH_S.
+func TestECDSALowS(t *testing.T) {
+	fx := newFixture(t)
+	k, pub, _ := signer(t, "p256")
+	subject := fx.receipts[len(fx.receipts)-1].Digest
+	// Without normalization half of all signatures are high-S: 64 in a row low is no chance.
+	for i := range 64 {
+		if sig := attest.SignPAEForTest(k, evidence.PayloadTypeInToto, []byte{byte(i)}); !attest.IsLowSForTest(sig) {
+			t.Fatalf("signature %d is high-S", i)
+		}
+	}
+	a, err := attest.Attest(fx.st, subject, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := fx.st.Get(a.Bundle.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bu attest.Bundle
+	if err := json.Unmarshal(raw, &bu); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(bu.DSSEEnvelope.Signatures[0].Sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bu.DSSEEnvelope.Signatures[0].Sig = base64.StdEncoding.EncodeToString(attest.HighSTwinForTest(sig))
+	twin, err := evidence.MarshalRecord(bu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := fx.st.PutBlob(evidence.MediaTypeSigstoreBundle, twin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.st.PutAttestation(subject, td.Digest, a.Statement); err != nil {
+		t.Fatal(err)
+	}
+	res, err := attest.Verify(fx.st, subject, []*attest.PublicKey{pub})
+	if err != nil || res.Verified != 1 || len(res.Attestations) != 2 {
+		t.Fatalf("genuine and twin: %v %+v", err, res)
+	}
+	for _, f := range res.Attestations {
+		if f.Bundle == td.Digest && (f.Verified || f.Code != attest.CodeSignatureHighS) {
+			t.Fatalf("the twin: %+v", f)
+		}
+	}
+	removeAttestation(t, fx, subject, a.Bundle.Digest)
+	if _, err := attest.Verify(fx.st, subject, []*attest.PublicKey{pub}); refuse.CodeOf(err) != attest.CodeSignatureHighS {
+		t.Fatalf("the twin alone: got %v, want %s", err, attest.CodeSignatureHighS)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 )
@@ -145,4 +147,17 @@ func StatementOf(bundle []byte) ([]byte, error) {
 		return nil, refuse.Wrap(CodeStatementInvalid, err, "the bundle's payload is not a statement record")
 	}
 	return p.payload, nil
+}
+
+// About reports whether the statement record stmt (a bundle's payload, StatementOf) names
+// exactly subject: one subject, its name and its sha256 both the subject's. A pull stores an
+// attestation under a subject only when its statement is about that subject, and Verify counts
+// a signed statement about another record as filed under the wrong subject, not as a false
+// statement of its signer.
+func About(stmt []byte, subject digest.Digest) bool {
+	var st evidence.Statement
+	if err := evidence.DecodeRecord(evidence.MediaTypeStatement, stmt, &st); err != nil {
+		return false
+	}
+	return len(st.Subject) == 1 && st.Subject[0].Name == string(subject) && st.Subject[0].Digest.SHA256 == subject.Encoded()
 }

@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/opencontainers/go-digest"
@@ -18,13 +19,18 @@ const (
 	CodeNotFound refuse.Code = "ATTEST_NOT_FOUND"
 	// CodeSignature: no signature of the bundle verifies against any given key.
 	CodeSignature refuse.Code = "ATTEST_SIGNATURE"
+	// CodeSignatureHighS: an ECDSA signature verifies only in its high-S (or non-strict DER)
+	// form: the malleated twin of a signature, which anyone can make without the key.
+	CodeSignatureHighS refuse.Code = "ATTEST_SIGNATURE_HIGH_S"
 	// CodePayloadMismatch: the signed DSSE payload is not byte for byte the stored statement the
 	// index names for the bundle.
 	CodePayloadMismatch refuse.Code = "ATTEST_PAYLOAD_MISMATCH"
 	// CodeStatementInvalid: the statement is not an in-toto Statement v1 with exactly one subject
 	// and ql3's predicate type, or the index names an object that is not a statement record.
 	CodeStatementInvalid refuse.Code = "ATTEST_STATEMENT_INVALID"
-	// CodeSubjectMismatch: the statement's subject is not the audited record.
+	// CodeSubjectMismatch: the signed statement's subject is not the audited record: the
+	// attestation is filed under the wrong subject. It counts as not verified, never as a false
+	// statement of its key.
 	CodeSubjectMismatch refuse.Code = "ATTEST_SUBJECT_MISMATCH"
 	// CodePredicateMismatch: a fact of the predicate differs from what the audited record shows.
 	CodePredicateMismatch refuse.Code = "ATTEST_PREDICATE_MISMATCH"
@@ -51,8 +57,9 @@ type Result struct {
 // Verify checks the attestations of subject against keys. With no key it lists them, none
 // verified, and refuses nothing. With keys it refuses unless at least one attestation verifies,
 // and refuses whenever a bundle signed by a given key is false: its payload is not the stored
-// statement, the statement is malformed or about another subject, or a fact differs from what the
-// record shows now. The refusal carries the first failing attestation's code (by bundle digest),
+// statement, the statement is malformed, or a fact differs from what the record shows now. A
+// signed statement about another record is filed under the wrong subject: not verified, and
+// never reported as its key's statement about this one. The refusal carries the first failing attestation's code (by bundle digest),
 // or CodeNotFound when there is none; the Result is returned either way.
 func Verify(src Source, subject digest.Digest, keys []*PublicKey) (*Result, error) {
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
@@ -86,12 +93,26 @@ func Verify(src Source, subject digest.Digest, keys []*PublicKey) (*Result, erro
 			res.Attestations = append(res.Attestations, f)
 			continue
 		}
-		key := verifyingKey(b, keys)
+		key, highS := verifyingKey(b, keys)
 		if key == nil {
 			f.Code, f.Message = CodeSignature, fmt.Sprintf("no signature verifies against the %d given keys", len(keys))
+			if highS {
+				f.Code, f.Message = CodeSignatureHighS, "a signature verifies only in its high-S form, the malleated twin anyone can make of a genuine signature: ECDSA signatures are accepted in low-S form only"
+			}
 			res.Attestations = append(res.Attestations, f)
 			if firstUnverified == nil {
-				firstUnverified = refuse.New(CodeSignature, "attestation bundle %s: %s", e.Bundle, f.Message)
+				firstUnverified = refuse.New(f.Code, "attestation bundle %s: %s", e.Bundle, f.Message)
+			}
+			continue
+		}
+		if aboutAnother(b.payload, subject) {
+			// The key signed a statement about another record; the index files it under this
+			// one. That is not something the key said about this record (finding: a genuine
+			// bundle re-attached to a newer receipt), so it is only not verified here.
+			f.Code, f.Message = CodeSubjectMismatch, "the signed statement is about another record: the attestation is filed under the wrong subject, not a statement its key made about this one"
+			res.Attestations = append(res.Attestations, f)
+			if firstUnverified == nil {
+				firstUnverified = refuse.New(CodeSubjectMismatch, "attestation bundle %s: %s", e.Bundle, f.Message)
 			}
 			continue
 		}
@@ -134,16 +155,19 @@ func bundleErr(bundle digest.Digest, r *refuse.Error) *refuse.Error {
 	return refuse.Wrap(r.Code, r, "attestation bundle %s", bundle)
 }
 
-// verifyingKey returns the first given key that verifies one of the bundle's signatures.
-func verifyingKey(b *parsedBundle, keys []*PublicKey) *PublicKey {
+// verifyingKey returns the first given key that verifies one of the bundle's signatures, and
+// whether a signature verified only in high-S form.
+func verifyingKey(b *parsedBundle, keys []*PublicKey) (_ *PublicKey, highS bool) {
 	for _, k := range keys {
 		for _, sig := range b.sigs {
-			if k.verifyPAE(evidence.PayloadTypeInToto, b.payload, sig) {
-				return k
+			ok, high := k.verifyPAE(evidence.PayloadTypeInToto, b.payload, sig)
+			if ok {
+				return k, false
 			}
+			highS = highS || high
 		}
 	}
-	return nil
+	return nil, highS
 }
 
 // checkSigned checks a signed payload against the stored statement, the subject and the facts.
@@ -180,4 +204,20 @@ func checkSigned(src Source, subject digest.Digest, e store.AttestationEntry, pa
 		return refuse.New(CodePredicateMismatch, "predicate fact %s", d)
 	}
 	return nil
+}
+
+// aboutAnother reports whether the signed payload reads as a statement whose subjects do not
+// include subject. A payload that does not read as a statement at all is left to checkSigned,
+// which refuses it with its own code.
+func aboutAnother(payload []byte, subject digest.Digest) bool {
+	var st evidence.Statement
+	if json.Unmarshal(payload, &st) != nil || len(st.Subject) == 0 {
+		return false
+	}
+	for _, s := range st.Subject {
+		if s.Name == string(subject) || s.Digest.SHA256 == subject.Encoded() {
+			return false
+		}
+	}
+	return true
 }

@@ -204,7 +204,7 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
 		return nil, err
 	}
-	a := &auditor{src: src, report: &Report{Schema: SchemaReport, Subject: subject, Checks: []Check{},
+	a := &auditor{src: newMemo(src), report: &Report{Schema: SchemaReport, Subject: subject, Checks: []Check{},
 		NotChecked: append([]string(nil), notChecked...)}}
 	kind, mediaType, err := a.subjectKind(subject)
 	if err != nil {
@@ -215,7 +215,7 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 	}
 	a.report.Kind = kind
 	root := evidence.Descriptor{MediaType: mediaType, Digest: subject}
-	if b, err := src.Get(subject); err == nil {
+	if b, err := a.src.Get(subject); err == nil {
 		root.Size = int64(len(b))
 	}
 	a.closure(root)

@@ -63,11 +63,20 @@ func TestUpgradeAndRollForward(t *testing.T) {
 	b2.wantPlanAudited(pre2.Preflight, "plan", "1 added, 5 changed, 0 unchanged, 1 left behind")
 	b2.wantPlanAudited(rc2.Receipt, "preflight.plan", "1 added, 5 changed, 0 unchanged, 1 left behind")
 
-	// The cluster now runs 3.4.2: the live audit of 3.4.1 reports drift, naming the objects and
-	// the manager that moved them, ours.
-	res, err := b1.liveAudit(af1)
-	if refuse.CodeOf(err) != ceremony.CodeLiveDrift {
+	// The cluster now runs 3.4.2: the live audit of 3.4.1 is refused, naming the 3.4.2 receipt,
+	// before any kubectl run.
+	if _, err := b1.liveAudit(af1); refuse.CodeOf(err) != ceremony.CodeLiveSuperseded ||
+		!strings.Contains(err.Error(), "by receipt "+string(rc2.Receipt)+" of release 3.4.2") {
+		t.Fatalf("live audit of the superseded 3.4.1: %v", err)
+	}
+	// Asked to, it compares anyway and reports drift, naming the objects and the manager that
+	// moved them, ours, and the receipt that superseded it; no repair (that would roll back).
+	res, err := ceremony.LiveAudit(context.Background(), ceremony.Options{CommandFile: af1, Progress: &b1.out, AllowSuperseded: true})
+	if refuse.CodeOf(err) != ceremony.CodeLiveDrift || res == nil {
 		t.Fatalf("live audit of 3.4.1 after the upgrade: %v", err)
+	}
+	if res.SupersededBy == nil || res.SupersededBy.Receipt != rc2.Receipt || res.Repair != nil {
+		t.Fatalf("superseded %+v, repair %+v", res.SupersededBy, res.Repair)
 	}
 	nc := notConverged(res)
 	for _, name := range []string{"ConfigMap/qinglong-config", "Deployment/qinglong-api", "Deployment/qinglong-scheduler", "Deployment/qinglong-runner", "Deployment/qinglong-web"} {

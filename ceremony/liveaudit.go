@@ -32,6 +32,10 @@ const (
 	// CodeLiveReceiptMismatch: the receipt was made for another target or another cluster than
 	// the live-audit command names.
 	CodeLiveReceiptMismatch refuse.Code = "LIVE_AUDIT_RECEIPT_MISMATCH"
+	// CodeLiveSuperseded: a later receipt of the same cluster that shares objects with the
+	// receipt superseded it (plan.Lineage), and the live audit was not told to compare the
+	// cluster with the older receipt anyway (--allow-superseded).
+	CodeLiveSuperseded refuse.Code = "LIVE_AUDIT_SUPERSEDED"
 )
 
 // LiveAuditResult is what a live audit found and published.
@@ -48,6 +52,9 @@ type LiveAuditResult struct {
 	Converged     int                    `json:"converged"`
 	Objects       int                    `json:"objects"`
 	Verdicts      []evidence.LiveVerdict `json:"verdicts"`
+	Repair        *Repair                `json:"repair,omitempty"` // when an object has not converged
+	// SupersededBy names the later receipt that superseded this one (only with AllowSuperseded).
+	SupersededBy *Supersede `json:"supersededBy,omitempty"`
 }
 
 // WriteText prints one line per object that has not converged, then the summary line.
@@ -57,6 +64,13 @@ func (r *LiveAuditResult) WriteText(w io.Writer) {
 			continue
 		}
 		fmt.Fprintln(w, VerdictLine(v))
+	}
+	if r.Repair != nil {
+		r.Repair.WriteText(w, r.Release)
+	}
+	if sb := r.SupersededBy; sb != nil {
+		fmt.Fprintf(w, "superseded: receipt %s of release %s (finished %s) superseded this one; this audit compared the cluster with the older receipt\n",
+			sb.Receipt, sb.Release, sb.FinishedAt)
 	}
 	fmt.Fprintln(w, r.Summary())
 }
@@ -185,6 +199,9 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 			}()
 			var err error
 			if rcDesc, err = s.liveReceipt(&rc); err == nil {
+				err = s.liveSuperseded(res, rcDesc, &rc)
+			}
+			if err == nil {
 				if manBytes, err = s.receiptLock(&rc); err == nil {
 					inputs, err = s.liveInputs()
 				}
@@ -252,10 +269,21 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 		}
 	}
 	res.OK = res.Converged == res.Objects
-	if !res.OK {
+	if !res.OK && res.SupersededBy != nil {
+		sb := res.SupersededBy
 		return res, refuse.New(CodeLiveDrift, "%d of %d objects of receipt %s (release %s) have not converged; live-audit report %s published",
 			res.Objects-res.Converged, res.Objects, res.Receipt, res.Release, res.Report).
-			WithHint("re-assert a release with a new preflight and apply of its lock (a roll-forward); ql3 never deletes")
+			WithHint("receipt %s of release %s superseded this one: drift where release %s changed the shared objects is expected; audit the current receipt instead (ql3 status)",
+				sb.Receipt, sb.Release, sb.Release)
+	}
+	if !res.OK {
+		res.Repair = s.buildRepair(conv.stdout, string(res.Report))
+		hint := "run the repair commands printed above, in order: they hand the fields back without --force-conflicts and re-assert the release (docs/lifecycle.md, repairing drift)"
+		if res.Repair.Error != "" {
+			hint = "re-assert the release with a new preflight and apply of its lock once the fields other managers hold are handed back (docs/lifecycle.md, repairing drift)"
+		}
+		return res, refuse.New(CodeLiveDrift, "%d of %d objects of receipt %s (release %s) have not converged; live-audit report %s published",
+			res.Objects-res.Converged, res.Objects, res.Receipt, res.Release, res.Report).WithHint("%s", hint)
 	}
 	return res, nil
 }
@@ -313,6 +341,23 @@ func (s *session) liveReceipt(rc *evidence.Receipt) (evidence.Descriptor, error)
 		return d, refuse.New(CodeLiveReceiptMismatch, "receipt %s was made on cluster %s, this command expects %s", d.Digest, rc.ClusterUID, c.ExpectedClusterUID)
 	}
 	return d, nil
+}
+
+// liveSuperseded refuses a receipt a later receipt of the cluster superseded, naming the current
+// one, unless the caller asked to compare the cluster with the older receipt anyway.
+func (s *session) liveSuperseded(res *LiveAuditResult, d evidence.Descriptor, rc *evidence.Receipt) error {
+	sb, err := supersededBy(s.st, d.Digest)
+	if err != nil || sb == nil {
+		return err
+	}
+	if !s.opts.AllowSuperseded {
+		return refuse.New(CodeLiveSuperseded, "receipt %s of release %s is superseded on cluster %s by receipt %s of release %s (finished %s): the objects they share are release %s's now",
+			d.Digest, rc.Lock.ReleaseVersion, rc.ClusterUID, sb.Receipt, sb.Release, sb.FinishedAt, sb.Release).
+			WithHint("audit the current receipt: ql3 status --command-file=%s (or ql3 command new --store %s --from-receipt %s --out FILE, then ql3 live-audit --command-file=FILE); to compare the cluster with this older receipt anyway: ql3 live-audit --allow-superseded --command-file=%s",
+				s.opts.CommandFile, s.pc.Command.Store, sb.Receipt, s.opts.CommandFile)
+	}
+	res.SupersededBy = sb
+	return nil
 }
 
 // receiptLock reads the receipt's manifest and lock report from the store, not from disk, and

@@ -6,6 +6,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/store"
 	"github.com/qinglong/ql3/verdict/plan"
 )
 
@@ -24,22 +25,11 @@ type Supersede struct {
 // publication order plan.Lineage derives (the cluster may no longer run this release).
 func (s *session) offlineAnswer(res *Result, d evidence.Descriptor, r *evidence.Receipt) error {
 	res.Release, res.FinishedAt = r.Lock.ReleaseVersion, r.FinishedAt
-	es, err := s.st.ListIndex(evidence.IndexReceipts)
+	sb, err := supersededBy(s.st, d.Digest)
 	if err != nil {
 		return err
 	}
-	rcs := make([]evidence.Descriptor, len(es))
-	for i, e := range es {
-		rcs[i] = e.Descriptor
-	}
-	lin, err := plan.LoadLineage(s.st, rcs)
-	if err != nil {
-		return err
-	}
-	if by := lin.SupersededBy(d.Digest); len(by) > 0 {
-		lr := by[len(by)-1]
-		res.SupersededBy = &Supersede{Receipt: lr.Desc.Digest, Release: lr.Receipt.Lock.ReleaseVersion, FinishedAt: lr.Receipt.FinishedAt, Target: lr.Receipt.Target}
-	}
+	res.SupersededBy = sb
 	if w := s.opts.Progress; w != nil {
 		fmt.Fprintf(w, "offline: returned the stored receipt %s of release %s (finished %s); the cluster was not contacted\n",
 			d.Digest, res.Release, res.FinishedAt)
@@ -51,4 +41,27 @@ func (s *session) offlineAnswer(res *Result, d evidence.Descriptor, r *evidence.
 		}
 	}
 	return nil
+}
+
+// supersededBy names the latest receipt that superseded receipt d (plan.Lineage.SupersededBy:
+// of the same cluster, published after d, sharing an object with it); nil when none did.
+func supersededBy(st *store.Store, d digest.Digest) (*Supersede, error) {
+	es, err := st.ListIndex(evidence.IndexReceipts)
+	if err != nil {
+		return nil, err
+	}
+	rcs := make([]evidence.Descriptor, len(es))
+	for i, e := range es {
+		rcs[i] = e.Descriptor
+	}
+	lin, err := plan.LoadLineage(st, rcs)
+	if err != nil {
+		return nil, err
+	}
+	by := lin.SupersededBy(d)
+	if len(by) == 0 {
+		return nil, nil
+	}
+	lr := by[len(by)-1]
+	return &Supersede{Receipt: lr.Desc.Digest, Release: lr.Receipt.Lock.ReleaseVersion, FinishedAt: lr.Receipt.FinishedAt, Target: lr.Receipt.Target}, nil
 }

@@ -235,7 +235,7 @@ func (d *Description) WriteText(w io.Writer) {
 		if d.SupersededBy != nil {
 			by = fmt.Sprintf("%s release %s (%s)", d.SupersededBy.Receipt, d.SupersededBy.Release, d.SupersededBy.FinishedAt)
 		}
-		line("superseded", sup)
+		line("supersedes", sup)
 		line("superseded by", by)
 		fmt.Fprintf(w, "objects:        %d\n", len(d.Objects))
 		for _, o := range d.Objects {

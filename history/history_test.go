@@ -245,7 +245,7 @@ func TestDescribe(t *testing.T) {
 	var out bytes.Buffer
 	d.WriteText(&out)
 	for _, want := range []string{"kind:           receipt\n", "release:        3.4.2\n", "catalog commit: c0ffee3.4.2\n", "cluster:        " + a + "\n",
-		"recovered:      false\n", "superseded:     " + string(rc1.Digest) + " release 3.4.1", "superseded by:  " + string(rc3.Digest) + " release 3.4.3",
+		"recovered:      false\n", "supersedes:     " + string(rc1.Digest) + " release 3.4.1", "superseded by:  " + string(rc3.Digest) + " release 3.4.3",
 		"  ConfigMap ns/cm uid uid-3.4.2 resourceVersion 7\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("describe text lacks %q:\n%s", want, out.String())

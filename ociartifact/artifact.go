@@ -17,6 +17,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
@@ -62,9 +63,13 @@ const (
 )
 
 // Bounds: a manifest of 64k layers is about 16 MiB of JSON; an object is bounded like the store's.
+// MaxLayers bounds the objects of one closure: the 1,000-resource release's receipt has 26, and
+// each upgrade adds its predecessor's closure, so 10,000 is hundreds of chained upgrades, while a
+// 60,000-layer manifest fits in 16 MiB and would cost a fetch per layer.
 const (
 	MaxManifestBytes = 16 << 20
 	MaxArtifactBytes = 1 << 30
+	MaxLayers        = 10000
 )
 
 // EmptyConfig is the config of every ql3 artifact: the OCI empty descriptor ("{}").
@@ -86,7 +91,8 @@ type Root struct {
 	Created    string
 	// Index are the entries a store needs so that `ql3 audit` finds the root published: a
 	// receipt under its apply command (receipts, intents) and its preflight; a preflight under
-	// its own digest. Order: preflights, intents, receipts (the receipt last).
+	// its own digest. Order: preflights, intents, receipts (the receipt last). CheckClosure puts
+	// before them the entries of the earlier receipts the closure carries (EarlierEntries).
 	Index []store.IndexEntry
 }
 
@@ -136,6 +142,9 @@ type Artifact struct {
 func Manifest(root *Root, closure []evidence.Descriptor) ([]byte, ocispec.Descriptor, error) {
 	if len(closure) == 0 || closure[0] != root.Descriptor {
 		return nil, ocispec.Descriptor{}, refuse.New(CodeNotClosure, "closure does not start at its root")
+	}
+	if len(closure) > MaxLayers {
+		return nil, ocispec.Descriptor{}, refuse.New(CodeTooLarge, "closure of %d objects is over the bound of %d layers", len(closure), MaxLayers)
 	}
 	m := ocispec.Manifest{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
@@ -232,6 +241,8 @@ func ParseManifest(b []byte) (*Artifact, error) {
 		return nil, refuse.New(CodeManifest, "manifest config is not the empty descriptor")
 	case len(m.Layers) == 0:
 		return nil, refuse.New(CodeNotClosure, "manifest has no layer")
+	case len(m.Layers) > MaxLayers:
+		return nil, refuse.New(CodeTooLarge, "manifest has %d layers, over the bound of %d", len(m.Layers), MaxLayers)
 	}
 	if got := slices.Sorted(maps.Keys(m.Annotations)); !slices.Equal(got, manifestAnnotations) {
 		return nil, refuse.New(CodeManifest, "manifest annotations are %q, want exactly %q", got, manifestAnnotations)
@@ -339,7 +350,41 @@ func CheckClosure(a *Artifact, blob func(digest.Digest) ([]byte, bool, error)) (
 			return nil, refuse.New(CodeManifest, "annotation %s is %q, the root record says %q", k, a.Annotations[k], want[k])
 		}
 	}
+	earlier, err := EarlierEntries(closure, get)
+	if err != nil {
+		return nil, err
+	}
+	root.Index = append(earlier, root.Index...)
 	return root, nil
+}
+
+// EarlierEntries are the index entries of the receipts a closure carries besides its root (an
+// upgrade's preflight plans against the previous receipt, which its plan names, so the closure of
+// the 3.4.2 receipt holds the 3.4.1 receipt and its whole closure): each receipt's preflight,
+// intent and receipt entries, as the store that published it wrote them. Without them the audit
+// of the root, where the closure lands, could not find the previous receipt published
+// (AUDIT_PLAN_PREVIOUS). Oldest first: the closure reaches the newest earlier receipt first.
+func EarlierEntries(closure []evidence.Descriptor, get func(evidence.Descriptor) ([]byte, error)) ([]store.IndexEntry, error) {
+	var groups [][]store.IndexEntry
+	for _, d := range closure[1:] {
+		if d.MediaType != evidence.MediaTypeReceipt {
+			continue
+		}
+		b, err := get(d)
+		if err != nil {
+			return nil, err
+		}
+		r, err := ParseRoot(d.Digest, b)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, r.Index)
+	}
+	var out []store.IndexEntry
+	for i := len(groups) - 1; i >= 0; i-- {
+		out = append(out, groups[i]...)
+	}
+	return out, nil
 }
 
 // Source is the read side of an evidence store that push and export read from: every method
@@ -424,6 +469,15 @@ func Collect(src Source, root digest.Digest, attachments []Attachment) (*Collect
 		b, err := src.GetDescriptor(at.Blob)
 		if err != nil {
 			return nil, err
+		}
+		if at.Blob.MediaType == MediaTypeBundle {
+			stmt, err := attest.StatementOf(b)
+			if err != nil {
+				return nil, err
+			}
+			if !attest.About(stmt, at.Subject) {
+				return nil, refuse.New(CodeAttachment, "attestation bundle %s is attached to %s, but its statement is about another record", at.Blob.Digest, at.Subject)
+			}
 		}
 		c.Blobs[at.Blob.Digest] = b
 		mb, md, err := ReferrerManifest(c.Desc, at.Subject, at.Blob)

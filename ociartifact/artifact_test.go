@@ -1,9 +1,14 @@
 package ociartifact_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +18,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/ocitest"
@@ -21,14 +27,27 @@ import (
 	"github.com/qinglong/ql3/store"
 )
 
-// bundle puts a sigstore-bundle-like blob into s and returns its attachment to root.
+// bundle attests root in s (a real attestation: Collect reads the bundle's statement) and returns
+// its attachment to root.
 func bundle(t testing.TB, s *store.Store, root digest.Digest) ociartifact.Attachment {
 	t.Helper()
-	d, err := s.PutBlob(ociartifact.MediaTypeBundle, []byte(`{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","subject":"`+string(root)+`"}`))
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ociartifact.Attachment{Subject: root, Blob: d}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := attest.ParseSigningKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := attest.Attest(s, root, sk, attest.Options{QL3Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ociartifact.Attachment{Subject: root, Blob: a.Bundle}
 }
 
 func collect(t testing.TB) (*store.Store, evidence.Descriptor, *ociartifact.Collected) {
@@ -98,7 +117,7 @@ func TestCollectManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(c.Closure), rep.Objects-1; got != want { // -1: the bundle we added
+	if got, want := len(c.Closure), rep.Objects-2; got != want { // -2: the bundle and statement we added
 		t.Fatalf("closure has %d objects, the store %d", got, want)
 	}
 	// Deterministic: the same root gives the same manifest digest.

@@ -1,6 +1,8 @@
 package ociartifact
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -153,14 +158,18 @@ func syncDirs(root *os.Root, names ...string) error {
 // Layout is an OCI image layout opened read-only: by ql3's Export, or by a third-party tool
 // (`oras copy --to-oci-layout`, `oras pull --oci-layout`). It serves the objects of the
 // evidence manifests that index.json names, re-hashing each on every read, and an index derived
-// from their roots, so `ql3 audit` runs on it in place. It never writes: the directory is held
-// by an os.Root opened for reading, and no method creates, renames or changes a file.
+// from their roots, so `ql3 audit` runs on it in place. It never writes: the directory and its
+// blobs/sha256 are held by descriptors opened for reading (O_DIRECTORY|O_NOFOLLOW), every file is
+// opened relative to them non-blocking and without following a link, and judged by the fstat of
+// the descriptor opened (never stat-then-open by name, which a swap between the two defeats);
+// no method creates, renames or changes a file.
 type Layout struct {
-	root      *os.Root
-	artifacts []*layoutArtifact
-	objects   map[digest.Digest]bool // layers of the evidence manifests: the only objects served
-	index     map[string]map[digest.Digest]evidence.Descriptor
-	others    []ocispec.Descriptor // other manifests index.json names (referrers)
+	dir, blobs int // descriptors of the layout directory and of its blobs/sha256, held open
+	name       string
+	artifacts  []*layoutArtifact
+	objects    map[digest.Digest]bool // layers of the evidence manifests: the only objects served
+	index      map[string]map[digest.Digest]evidence.Descriptor
+	others     []ocispec.Descriptor // other manifests index.json names (referrers)
 }
 
 type layoutArtifact struct {
@@ -179,21 +188,93 @@ const maxIndexJSON = 16 << 20
 // derives the store index of their roots (a root's bytes re-hashed and classified). It does not
 // walk the closures: Verify does, and so does the auditor.
 func OpenLayout(dir string) (*Layout, error) {
-	root, err := os.OpenRoot(dir)
+	fd, err := openDirAt(unix.AT_FDCWD, dir)
 	if err != nil {
-		return nil, refuse.Wrap(CodeLayout, err, "open layout")
+		return nil, refuse.Wrap(CodeLayout, err, "open layout %s", dir)
 	}
-	l := &Layout{root: root, objects: map[digest.Digest]bool{}, index: map[string]map[digest.Digest]evidence.Descriptor{
+	l := &Layout{dir: fd, blobs: -1, name: dir, objects: map[digest.Digest]bool{}, index: map[string]map[digest.Digest]evidence.Descriptor{
 		evidence.IndexReceipts: {}, evidence.IndexIntents: {}, evidence.IndexPreflights: {}}}
 	if err := l.load(); err != nil {
-		root.Close()
+		l.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// Close releases the layout's directory descriptor.
-func (l *Layout) Close() error { return l.root.Close() }
+// Close releases the layout's directory descriptors.
+func (l *Layout) Close() error {
+	if l.blobs >= 0 {
+		unix.Close(l.blobs)
+		l.blobs = -1
+	}
+	if l.dir >= 0 {
+		err := unix.Close(l.dir)
+		l.dir = -1
+		return err
+	}
+	return nil
+}
+
+// openFlags open a layout file: never blocking (a FIFO or a device opens at once and its fstat
+// refuses it), never following a final symlink, never becoming our terminal.
+const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
+
+// openDirAt opens the directory name relative to dirfd, refusing a symlink and anything not a
+// directory (the fstat of the descriptor decides).
+func openDirAt(dirfd int, name string) (int, error) {
+	fd, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, name, openFlags|unix.O_DIRECTORY, 0) })
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		if err == nil {
+			err = fmt.Errorf("%s is a %s, not a directory", name, input.Kind(st.Mode))
+		}
+		return -1, err
+	}
+	return fd, nil
+}
+
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		fd, err := f()
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// openFile opens name in dirfd as openFlags say and returns the descriptor with its fstat, which
+// must be of a regular file of at most max bytes. what names the file in refusals; notFound is
+// the refusal for an absent file.
+func openFile(dirfd int, name, what string, max int64, notFound func() error) (int, int64, error) {
+	fd, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, name, openFlags, 0) })
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return -1, 0, notFound()
+		case errors.Is(err, unix.ELOOP):
+			return -1, 0, refuse.New(CodeLayout, "layout entry %s is a symlink", what)
+		}
+		return -1, 0, refuse.Wrap(CodeLayout, err, "open %s", what)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, 0, refuse.Wrap(CodeLayout, err, "stat %s", what)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, 0, refuse.New(CodeLayout, "layout entry %s is a %s, not a regular file", what, input.Kind(st.Mode))
+	}
+	if st.Size > max {
+		unix.Close(fd)
+		return -1, 0, refuse.New(CodeTooLarge, "layout entry %s of %d bytes exceeds %d", what, st.Size, max)
+	}
+	return fd, st.Size, nil
+}
 
 func (l *Layout) load() error {
 	lb, err := l.readFile(ocispec.ImageLayoutFile, maxIndexJSON)
@@ -207,6 +288,15 @@ func (l *Layout) load() error {
 	ib, err := l.readFile(ocispec.ImageIndexFile, maxIndexJSON)
 	if err != nil {
 		return err
+	}
+	if bfd, err := openDirAt(l.dir, "blobs"); err == nil {
+		l.blobs, err = openDirAt(bfd, "sha256")
+		unix.Close(bfd)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return refuse.Wrap(CodeLayout, err, "open blobs/sha256")
+		}
+	} else if !errors.Is(err, unix.ENOENT) {
+		return refuse.Wrap(CodeLayout, err, "open blobs")
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(ib, &idx); err != nil || idx.SchemaVersion != 2 {
@@ -252,6 +342,14 @@ func (l *Layout) load() error {
 		if r.Descriptor != a.Root {
 			return refuse.New(CodeNotClosure, "manifest %s: first layer is not the root descriptor", m.Digest)
 		}
+		// The earlier receipts this root's closure carries are published with it, as a pull
+		// publishes them (EarlierEntries); the layers stand for the closure here, which Verify
+		// and the auditor check.
+		earlier, err := EarlierEntries(a.Layers, func(d evidence.Descriptor) ([]byte, error) { return l.blob(d.Digest, store.MaxObjectSize) })
+		if err != nil {
+			return err
+		}
+		r.Index = append(earlier, r.Index...)
 		for _, e := range r.Index {
 			if old, ok := l.index[e.Kind][e.Key]; ok && old != e.Descriptor {
 				return refuse.New(store.CodeIndexConflict, "two manifests of the layout publish index %s entry %s differently", e.Kind, e.Key)
@@ -269,27 +367,14 @@ func (l *Layout) load() error {
 	return nil
 }
 
-// readFile reads a regular file of the layout, refusing a symlink or anything larger than max.
+// readFile reads a regular file of the layout's top directory, at most max bytes.
 func (l *Layout) readFile(name string, max int64) ([]byte, error) {
-	st, err := l.root.Lstat(name)
+	fd, size, err := openFile(l.dir, name, name, max, func() error { return refuse.New(CodeLayout, "layout has no %s", name) })
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, refuse.New(CodeLayout, "layout has no %s", name)
-		}
-		return nil, refuse.Wrap(CodeLayout, err, "stat %s", name)
+		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, refuse.New(CodeLayout, "layout entry %s is not a regular file", name)
-	}
-	if st.Size() > max {
-		return nil, refuse.New(CodeTooLarge, "layout entry %s of %d bytes exceeds %d", name, st.Size(), max)
-	}
-	f, err := l.root.Open(name)
-	if err != nil {
-		return nil, refuse.Wrap(CodeLayout, err, "open %s", name)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	defer unix.Close(fd)
+	b, err := input.ReadFD(fd, size, max)
 	if err != nil {
 		return nil, refuse.Wrap(CodeLayout, err, "read %s", name)
 	}
@@ -299,23 +384,60 @@ func (l *Layout) readFile(name string, max int64) ([]byte, error) {
 	return b, nil
 }
 
+// openBlob opens blobs/sha256/<hex of d> (see openFile), at most max bytes.
+func (l *Layout) openBlob(d digest.Digest, max int64) (int, int64, error) {
+	if l.blobs < 0 {
+		return -1, 0, refuse.New(store.CodeObjectNotFound, "layout has no blobs/sha256 directory")
+	}
+	fd, size, err := openFile(l.blobs, d.Encoded(), "blobs/sha256/"+d.Encoded(), max,
+		func() error { return refuse.New(store.CodeObjectNotFound, "layout has no blob %s", d) })
+	if err != nil && refuse.CodeOf(err) == CodeLayout {
+		return -1, 0, refuse.Wrap(store.CodeObjectNotRegular, err, "blob %s", d)
+	}
+	return fd, size, err
+}
+
 // blob reads blobs/sha256/<hex of d> and re-hashes it.
 func (l *Layout) blob(d digest.Digest, max int64) ([]byte, error) {
-	name := "blobs/sha256/" + d.Encoded()
-	if _, err := l.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-		return nil, refuse.New(store.CodeObjectNotFound, "layout has no blob %s", d)
-	}
-	b, err := l.readFile(name, max)
+	fd, size, err := l.openBlob(d, max)
 	if err != nil {
-		if refuse.CodeOf(err) == CodeLayout {
-			return nil, refuse.Wrap(store.CodeObjectNotRegular, err, "blob %s", d)
-		}
 		return nil, err
+	}
+	defer unix.Close(fd)
+	b, err := input.ReadFD(fd, size, max)
+	if err != nil {
+		return nil, refuse.Wrap(store.CodeObjectCorrupt, err, "read blob %s", d)
+	}
+	if int64(len(b)) > max {
+		return nil, refuse.New(CodeTooLarge, "blob %s grew past %d bytes", d, max)
 	}
 	if evidence.FromBytes(b) != d {
 		return nil, refuse.New(store.CodeObjectCorrupt, "layout blob %s does not hash to its name", d)
 	}
 	return b, nil
+}
+
+// checkBlob is blob without keeping the bytes: the same open and fstat checks, the content
+// streamed through SHA-256 in 1 MiB chunks, so that Verify's memory does not grow with a blob.
+// It returns the blob's size.
+func (l *Layout) checkBlob(d digest.Digest, max int64, buf []byte) (int64, error) {
+	fd, size, err := l.openBlob(d, max)
+	if err != nil {
+		return 0, err
+	}
+	f := os.NewFile(uintptr(fd), d.Encoded())
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, io.LimitReader(f, size+1), buf)
+	switch {
+	case err != nil:
+		return 0, refuse.Wrap(store.CodeObjectCorrupt, err, "read blob %s", d)
+	case n != size:
+		return 0, refuse.New(store.CodeObjectCorrupt, "blob %s changed size while read", d)
+	case hex.EncodeToString(h.Sum(nil)) != d.Encoded():
+		return 0, refuse.New(store.CodeObjectCorrupt, "layout blob %s does not hash to its name", d)
+	}
+	return size, nil
 }
 
 // Get returns the object named d, re-hashed. Only objects of the evidence manifests' layers are
@@ -381,16 +503,21 @@ func (l *Layout) Verify() (*store.Report, error) {
 	bad := func(path string, err error) {
 		r.Corruption = append(r.Corruption, store.Finding{Code: refuse.CodeOf(err), Path: path, Msg: err.Error()})
 	}
-	dir, err := l.root.Open("blobs/sha256")
+	if l.blobs < 0 {
+		return nil, refuse.New(CodeLayout, "layout has no blobs/sha256 directory")
+	}
+	lfd, err := retryEINTR(func() (int, error) { return unix.Openat(l.blobs, ".", openFlags|unix.O_DIRECTORY, 0) })
 	if err != nil {
 		return nil, refuse.Wrap(CodeLayout, err, "open blobs/sha256")
 	}
+	dir := os.NewFile(uintptr(lfd), "blobs/sha256")
 	ents, err := dir.ReadDir(-1)
 	dir.Close()
 	if err != nil {
 		return nil, refuse.Wrap(CodeLayout, err, "list blobs/sha256")
 	}
 	good := map[digest.Digest]bool{}
+	buf := make([]byte, 1<<20)
 	for _, e := range ents {
 		rel := "blobs/sha256/" + e.Name()
 		d, err := evidence.ParseDigest("sha256:" + e.Name())
@@ -399,13 +526,15 @@ func (l *Layout) Verify() (*store.Report, error) {
 			continue
 		}
 		r.Objects++
-		b, err := l.blob(d, MaxArtifactBytes)
+		// Streamed and bounded: no blob of a ql3 artifact exceeds an object's bound (a manifest
+		// is at most 16 MiB), so a larger one is refused by its fstat, unread.
+		size, err := l.checkBlob(d, store.MaxObjectSize, buf)
 		if err != nil {
 			bad(rel, err)
 			continue
 		}
 		good[d] = true
-		r.Bytes += int64(len(b))
+		r.Bytes += size
 	}
 	reached := map[digest.Digest]bool{EmptyConfig.Digest: true}
 	for _, a := range l.artifacts {

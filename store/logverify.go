@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/qinglong/ql3/deploylog"
+	"github.com/qinglong/ql3/deploylog/policy"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 )
@@ -172,6 +173,8 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 
 	s.verifyTiles(l, tree, r)
 	s.verifyCheckpoints(l, tree, o, r)
+	verifyCosignatureFiles(l, r)
+	requireQuorum(r)
 	if o.Since != nil {
 		s.verifySince(l, tree, o, r)
 	}
@@ -242,6 +245,9 @@ func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyO
 			continue
 		}
 		b, err := readLogFile(l.checkpoints.fd, name, rel, deploylog.MaxNoteSize)
+		if err == nil {
+			b, err = withCosignatures(l, size, b)
+		}
 		if err != nil {
 			r.badErr(-1, rel, err)
 			continue
@@ -285,11 +291,17 @@ func (s *Store) judgeCheckpoint(b []byte, origin string, tree *deploylog.Tree, v
 	}
 	trusted := false
 	if v != nil {
-		if _, err := v.VerifyCheckpoint(b); err != nil {
+		_, err := v.VerifyCheckpoint(b)
+		switch {
+		case refuse.CodeOf(err) == policy.CodeQuorum:
+			// Signed by the log but not (yet) cosigned by the quorum: not trusted, not wrong.
+			r.hint(policy.CodeQuorum, -1, rel, "signed by the log, not cosigned by the policy's quorum: %v", err)
+		case err != nil:
 			r.badErr(-1, rel, err)
 			return c, false, false
+		default:
+			trusted = true
 		}
-		trusted = true
 	}
 	if c.Size > tree.Size() {
 		r.bad(deploylog.CodeRollback, -1, rel, "checkpoint of size %d, the log has %d leaves: leaves were removed", c.Size, tree.Size())
@@ -472,6 +484,9 @@ func (s *Store) proveLeaf(l *logDirs, idx int64, raw []byte, v deploylog.Checkpo
 			continue
 		}
 		b, err := readLogFile(l.checkpoints.fd, names[i], checkpointsRel+"/"+names[i], deploylog.MaxNoteSize)
+		if err == nil {
+			b, err = withCosignatures(l, size, b)
+		}
 		if err != nil {
 			return deploylog.Proof{}, err
 		}

@@ -17,7 +17,7 @@ import (
 type attestOptions struct {
 	root    *RootOptions
 	keyPath string
-	subject digest.Digest
+	subject digestRef
 	logKey  logKeyFlag
 }
 
@@ -45,7 +45,7 @@ func newAttestCmd(root *RootOptions) *cobra.Command {
 
 func (o *attestOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.subject, err = digestArg("DIGEST", a[0])
+	o.subject, err = digestRefArg("DIGEST", a[0])
 	return err
 }
 
@@ -68,7 +68,11 @@ func (o *attestOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
-	a, err := auditAndAttest(st, o.subject, key)
+	subject, err := o.subject.resolve(st)
+	if err != nil {
+		return err
+	}
+	a, err := auditAndAttest(st, subject, key)
 	if err != nil {
 		return err
 	}

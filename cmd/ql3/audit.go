@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/attest"
@@ -20,7 +19,7 @@ import (
 // auditOptions are the flags and argument of `ql3 audit`.
 type auditOptions struct {
 	root     *RootOptions
-	subject  digest.Digest
+	subject  digestRef
 	keyPaths []string
 	layout   string
 	keys     []*attest.PublicKey
@@ -59,13 +58,16 @@ func (o *auditOptions) complete(_ *cobra.Command, args []string) error {
 		o.keyPaths[i] = a
 	}
 	var err error
-	o.subject, err = digestArg("DIGEST", args[0])
+	o.subject, err = digestRefArg("DIGEST", args[0])
 	return err
 }
 
 func (o *auditOptions) validate() error {
 	if o.layout != "" && o.root.Store != "" && !o.root.storeFromEnv {
 		return refuse.New(CodeFlagNotApplicable, "--layout and --store name two evidence sources: give one")
+	}
+	if o.layout != "" && o.subject.full == "" {
+		return refuse.New(refuse.CodeDigestArg, "DIGEST sha256:%s is a prefix: an OCI layout is audited by the full digest", o.subject.prefix)
 	}
 	if o.logKey != "" && o.policy != "" {
 		return refuse.New(CodeFlagNotApplicable, "--log-key and --policy both name the log's key: give one")
@@ -85,6 +87,7 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 		o.keys = append(o.keys, pk)
 	}
 	var src audit.Source
+	subject := o.subject.full
 	if o.layout != "" {
 		l, err := ociartifact.OpenLayout(o.layout)
 		if err != nil {
@@ -98,6 +101,9 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 			return err
 		}
 		defer st.Close()
+		if subject, err = o.subject.resolve(st); err != nil {
+			return err
+		}
 		src = st
 	}
 	opts := audit.Options{Keys: o.keys}
@@ -111,7 +117,7 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 			return err
 		}
 	}
-	rep, err := audit.AuditWith(src, o.subject, opts)
+	rep, err := audit.AuditWith(src, subject, opts)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -75,6 +76,71 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Codes of a DIGEST argument given as a prefix.
+const (
+	// CodeDigestAmbiguous: a digest prefix matches more than one object of the store.
+	CodeDigestAmbiguous refuse.Code = "DIGEST_PREFIX_AMBIGUOUS"
+	// CodeDigestUnknown: a digest prefix matches no object of the store.
+	CodeDigestUnknown refuse.Code = "DIGEST_PREFIX_UNKNOWN"
+)
+
+// minPrefix is the shortest digest prefix accepted: what history prints (history.Short).
+const minPrefix = 12
+
+// digestRef is a DIGEST argument: a full digest, or a prefix of at least minPrefix hex digits
+// (with or without sha256:) that names an object once it is resolved against the store.
+type digestRef struct {
+	name   string        // the argument's name, for messages
+	full   digest.Digest // the digest, when it was given in full
+	prefix string        // the hex prefix otherwise
+}
+
+// digestRefArg parses a DIGEST argument that may be a prefix; anything else is a usage error.
+func digestRefArg(name, s string) (digestRef, error) {
+	if d, err := evidence.ParseDigest(s); err == nil {
+		return digestRef{name: name, full: d}, nil
+	}
+	hex := strings.TrimPrefix(s, "sha256:")
+	if len(hex) >= minPrefix && len(hex) < 64 && strings.Trim(hex, "0123456789abcdef") == "" {
+		return digestRef{name: name, prefix: hex}, nil
+	}
+	return digestRef{}, refuse.New(refuse.CodeDigestArg, "%s %s is not a sha256 digest", name, refuse.Ident(s)).
+		WithHint("give sha256: and 64 lower-case hex digits, or a unique prefix of at least %d of them (as ql3 history prints)", minPrefix)
+}
+
+// prefixSource is a store that can list its objects by digest prefix.
+type prefixSource interface {
+	WithPrefix(hexPrefix string) ([]digest.Digest, error)
+}
+
+// resolve is the digest r names in src: itself when given in full, else the one object whose
+// digest starts with the prefix.
+func (r digestRef) resolve(src prefixSource) (digest.Digest, error) {
+	if r.full != "" {
+		return r.full, nil
+	}
+	ds, err := src.WithPrefix(r.prefix)
+	if err != nil {
+		return "", err
+	}
+	switch len(ds) {
+	case 0:
+		return "", refuse.New(CodeDigestUnknown, "%s sha256:%s matches no object in the store", r.name, r.prefix)
+	case 1:
+		return ds[0], nil
+	}
+	names := make([]string, 0, len(ds))
+	for i, d := range ds {
+		if i == 10 {
+			names = append(names, fmt.Sprintf("and %d more", len(ds)-i))
+			break
+		}
+		names = append(names, string(d))
+	}
+	return "", refuse.New(CodeDigestAmbiguous, "%s sha256:%s matches %d objects: %s", r.name, r.prefix, len(ds), strings.Join(names, ", ")).
+		WithHint("give more digits of the one you mean")
 }
 
 // digestArg parses a full digest given on the command line; a malformed one is a usage error.

@@ -20,12 +20,13 @@ const CodeKubeconfigViolations refuse.Code = "KUBECONFIG_VIOLATIONS"
 
 func newKubeconfigCmd(root *RootOptions) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "kubeconfig",
-		Short:   "Check a kubeconfig against ql3's policy",
-		Example: "  ql3 kubeconfig check /abs/private/kubeconfig --context prod",
-		Args:    cobra.NoArgs,
+		Use:   "kubeconfig",
+		Short: "Check a kubeconfig against ql3's policy, or extract one context into a pinned one",
+		Example: "  ql3 kubeconfig check /abs/private/kubeconfig --context prod\n" +
+			"  ql3 kubeconfig extract --kubeconfig ~/.kube/config --context prod --out /abs/private/kubeconfig",
+		Args: cobra.NoArgs,
 	}
-	c.AddCommand(newKubeconfigCheckCmd(root))
+	c.AddCommand(newKubeconfigCheckCmd(root), newKubeconfigExtractCmd(root))
 	return c
 }
 
@@ -68,6 +69,7 @@ func (o *kubeconfigCheckOptions) validate() error {
 type violation struct {
 	Code    refuse.Code `json:"code"`
 	Message string      `json:"message"`
+	Hint    string      `json:"hint,omitempty"`
 }
 
 func (o *kubeconfigCheckOptions) run(_ context.Context, s streams) error {
@@ -77,15 +79,26 @@ func (o *kubeconfigCheckOptions) run(_ context.Context, s streams) error {
 	}
 	sum, errs := kubeconfig.CheckAll(f.Bytes, o.context)
 	vs := make([]violation, 0, len(errs))
+	unused := 0 // violations in entries the context does not use
 	for _, e := range errs {
-		vs = append(vs, violation{e.Code, e.Message()})
+		vs = append(vs, violation{e.Code, e.Message(), e.Hint})
+		if e.Hint == kubeconfig.ExtractHint(o.context) {
+			unused++
+		}
 	}
 	res := kubeconfigCheckResult{OK: len(errs) == 0, Kubeconfig: sum, Violations: vs}
 	if len(errs) == 0 {
 		return o.root.printResult(s.out, res, nil)
 	}
 	fail := refuse.New(CodeKubeconfigViolations, "kubeconfig %s has %d policy violations", o.path, len(errs)).
-		WithHint("see docs/kubeconfig.md#recipe-a-serviceaccount-kubeconfig-eks-gke-aks")
+		WithHint("see %s", kubeconfig.RecipeRef)
+	switch extract := "ql3 kubeconfig extract --kubeconfig " + shellQuote(o.path) + " --context " + shellQuote(o.context) + " --out NEW_FILE"; {
+	case unused == len(errs):
+		fail.Hint = fmt.Sprintf("context %s uses none of these: %s writes a kubeconfig of only what it uses", refuse.Ident(o.context), extract)
+	case unused > 0:
+		fail.Hint = fmt.Sprintf("%d of these are in entries context %s does not use (%s leaves them behind); for the rest see %s",
+			unused, refuse.Ident(o.context), extract, kubeconfig.RecipeRef)
+	}
 	fo := failureOf(fail)
 	res.Code, res.Message, res.Hint = fo.Code, fo.Message, fo.Hint
 	return o.root.printResult(s.out, res, fail)

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/qinglong/ql3/ceremony"
@@ -28,7 +28,10 @@ func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 			"identity read; gives every object one verdict (converged, field-differs, ownership-lost,\n" +
 			"missing, recreated, image-differs, annotation-differs) and publishes a self-digest live-audit\n" +
 			"report whether or not it finds drift. It changes nothing in the cluster. Exit 0 only when every\n" +
-			"object converged; drift is LIVE_DRIFT, exit 1, with the report published (docs/lifecycle.md).",
+			"object converged; drift is LIVE_DRIFT, exit 1, with the report published, the drifted fields\n" +
+			"with the managers that hold them, and the commands that repair it (docs/lifecycle.md). A\n" +
+			"receipt a later receipt of the cluster superseded is refused (LIVE_AUDIT_SUPERSEDED) unless\n" +
+			"--allow-superseded is given.",
 		Example: "  ql3 live-audit --command-file=/abs/private/apply.json\n  ql3 live-audit -o json --command-file=/abs/private/live-audit.json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
@@ -36,6 +39,7 @@ func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 	pathVar(c.Flags(), &o.commandFile, "command-file", "the apply or live-audit command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
 	o.logKey.register(c)
+	c.Flags().BoolVar(&o.allowSuperseded, "allow-superseded", false, "compare the cluster with the receipt even when a later receipt superseded it (LIVE_AUDIT_SUPERSEDED otherwise)")
 	return c
 }
 
@@ -56,7 +60,8 @@ func (o *liveAuditOptions) run(ctx context.Context, s streams) error {
 // liveAudit runs the live audit of the command file and prints its result; a drift refusal comes
 // with a published report, which is printed before the refusal.
 func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams, storeDir string) error {
-	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err})
+	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err,
+		AllowSuperseded: o.allowSuperseded})
 	if res == nil {
 		return err
 	}
@@ -64,7 +69,10 @@ func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams, storeDir str
 	if serr := o.logKey.sign(storeDir, s.err); serr != nil && err == nil {
 		err = serr
 	}
-	return o.root.printResult(s.out, liveAuditResult{res}, err)
+	if err := o.root.printResult(s.out, liveAuditResult{res}, err); err != nil {
+		return err
+	}
+	return next(s, "ql3 status --command-file="+shellQuote(o.commandFile))
 }
 
 // liveAuditResult: the live-audit result with every verdict; it carries its own ok.
@@ -86,21 +94,30 @@ type historyOptions struct {
 func newHistoryCmd(root *RootOptions) *cobra.Command {
 	o := &historyOptions{root: root}
 	c := readsStore(&cobra.Command{
-		Use:   "history [--cluster UID]",
+		Use:   "history [--cluster-uid UID]",
 		Short: "List receipts, preflights, live audits and unfinished applies, newest first (offline)",
 		Long: "Reads the store offline and prints one line per receipt, preflight report, live-audit report\n" +
 			"and unfinished apply, newest first: the time, the kind, the release, the cluster UID, the\n" +
 			"context, whether it recovered, the live-audit verdict and a short digest (docs/lifecycle.md).",
-		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
+		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
 	})
+	c.Flags().StringVar(&o.cluster, "cluster-uid", "", "only this kube-system UID")
+	// --cluster was this flag's first name; --cluster-uid is its name everywhere (docs/cli.md).
 	c.Flags().StringVar(&o.cluster, "cluster", "", "only this kube-system UID")
+	_ = c.Flags().MarkHidden("cluster")
 	return c
 }
 
-func (o *historyOptions) complete(*cobra.Command, []string) error { return nil }
-func (o *historyOptions) validate() error                         { return nil }
+func (o *historyOptions) complete(c *cobra.Command, _ []string) error {
+	if c.Flags().Changed("cluster") {
+		// On stderr: pflag's own deprecation notice goes to stdout, which -o json keeps to one object.
+		fmt.Fprintln(c.ErrOrStderr(), "ql3: warning: --cluster is deprecated: use --cluster-uid")
+	}
+	return nil
+}
+func (o *historyOptions) validate() error { return nil }
 func (o *historyOptions) run(_ context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
@@ -125,7 +142,7 @@ func (r historyResult) writeText(w io.Writer) error { return r.WriteText(w) }
 // describeOptions: `ql3 describe DIGEST`.
 type describeOptions struct {
 	root    *RootOptions
-	subject digest.Digest
+	subject digestRef
 }
 
 func newDescribeCmd(root *RootOptions) *cobra.Command {
@@ -145,7 +162,7 @@ func newDescribeCmd(root *RootOptions) *cobra.Command {
 
 func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.subject, err = digestArg("DIGEST", a[0])
+	o.subject, err = digestRefArg("DIGEST", a[0])
 	return err
 }
 func (o *describeOptions) validate() error { return nil }
@@ -155,7 +172,11 @@ func (o *describeOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
-	d, err := history.Describe(st, o.subject)
+	subject, err := o.subject.resolve(st)
+	if err != nil {
+		return err
+	}
+	d, err := history.Describe(st, subject)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -16,17 +21,36 @@ import (
 // registryFlags are the transfer options of push and pull. Credentials never come from flags:
 // only the Docker configuration and its credential helpers (docs/oci.md).
 type registryFlags struct {
-	plainHTTP bool
-	caFile    string
+	plainHTTP                    bool
+	caFile                       string
+	responseTimeout, idleTimeout time.Duration
+	timeout                      time.Duration
 }
 
 func (f *registryFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk HTTP, not HTTPS; refused unless the registry is a loopback address")
 	pathVar(c.Flags(), &f.caFile, "ca-file", "PEM bundle trusted in addition to the system roots")
+	c.Flags().DurationVar(&f.responseTimeout, "response-timeout", transfer.DefaultResponseTimeout, "bound on each dial, TLS handshake and wait for response headers")
+	c.Flags().DurationVar(&f.idleTimeout, "idle-timeout", transfer.DefaultIdleTimeout, "bound on each read of a response body that makes no progress")
+	c.Flags().DurationVar(&f.timeout, "timeout", transfer.DefaultTimeout, "bound on the whole transfer")
 }
 
 func (f *registryFlags) options() transfer.Options {
-	return transfer.Options{PlainHTTP: f.plainHTTP, CAFile: f.caFile}
+	return transfer.Options{PlainHTTP: f.plainHTTP, CAFile: f.caFile,
+		ResponseTimeout: f.responseTimeout, IdleTimeout: f.idleTimeout, Timeout: f.timeout}
+}
+
+// validate refuses a network bound that is not a positive duration.
+func (f *registryFlags) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--response-timeout", f.responseTimeout}, {"--idle-timeout", f.idleTimeout}, {"--timeout", f.timeout}} {
+		if d.v <= 0 {
+			return usage("%s must be a positive duration, not %s", d.name, d.v)
+		}
+	}
+	return nil
 }
 
 // attachments are the attestation bundles of root in st, attached to its artifact as referrers.
@@ -78,7 +102,7 @@ func (o *storePushOptions) complete(_ *cobra.Command, a []string) error {
 	o.ref = a[1]
 	return err
 }
-func (o *storePushOptions) validate() error { return nil }
+func (o *storePushOptions) validate() error { return o.registry.validate() }
 func (o *storePushOptions) run(ctx context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {
@@ -136,16 +160,24 @@ func (o *storePullOptions) validate() error {
 	if o.root.Store == "" {
 		return missingFlags("--store (or QL3_STORE)")
 	}
-	return nil
+	return o.registry.validate()
 }
 func (o *storePullOptions) run(ctx context.Context, s streams) error {
+	// A pull that creates the store removes it when refused: a refused pull leaves nothing behind.
+	_, statErr := os.Lstat(o.root.Store)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	st, err := store.Init(o.root.Store)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	r, desc, err := transfer.Pull(ctx, o.ref, st, o.registry.options())
+	st.Close()
 	if err != nil {
+		if created {
+			if rerr := os.RemoveAll(o.root.Store); rerr != nil {
+				fmt.Fprintf(s.err, "ql3: warning: the store %s this pull created could not be removed: %v\n", o.root.Store, rerr)
+			}
+		}
 		return err
 	}
 	return o.root.printResult(s.out, pullResult{true, r.Descriptor.Digest, r.Kind, desc.Digest}, nil)

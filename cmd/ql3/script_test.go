@@ -65,6 +65,7 @@ func TestScripts(t *testing.T) {
 			"digest-env":   cmdDigestEnv,
 			"gen-key":      cmdGenKey,
 			"replace":      cmdReplace,
+			"run-printed":  cmdRunPrinted,
 		},
 	})
 }
@@ -336,5 +337,57 @@ func cmdClusterEnv(ts *testscript.TestScript, neg bool, args []string) {
 func stopScriptCluster() {
 	if scriptCluster.c != nil {
 		_ = scriptCluster.c.Stop()
+	}
+}
+
+// cmdRunPrinted runs, verbatim and in order, the command lines printed under the line starting
+// with HEADER: the lines indented by two spaces that follow it, in the last command's stdout, or
+// in FILE when given (a copy of an earlier stdout). Each runs as one `sh -c LINE` with the
+// script's environment (ql3 is on its PATH) and must exit 0; it stops at the first that fails.
+// FIRST and LAST (1-based, inclusive) run only those lines.
+//
+//	run-printed [-f FILE] HEADER [FIRST LAST]
+func cmdRunPrinted(ts *testscript.TestScript, neg bool, args []string) {
+	text := ""
+	if len(args) >= 2 && args[0] == "-f" {
+		b, err := os.ReadFile(ts.MkAbs(args[1]))
+		ts.Check(err)
+		text, args = string(b), args[2:]
+	} else {
+		text = ts.ReadFile("stdout")
+	}
+	if neg || (len(args) != 1 && len(args) != 3) {
+		ts.Fatalf("usage: run-printed [-f FILE] HEADER [FIRST LAST]")
+	}
+	var lines []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(l, args[0]):
+			in = true
+		case in && strings.HasPrefix(l, "  "):
+			lines = append(lines, strings.TrimPrefix(l, "  "))
+		default:
+			in = false
+		}
+	}
+	if len(lines) == 0 {
+		ts.Fatalf("no command lines under %q", args[0])
+	}
+	if len(args) == 3 {
+		first, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		last, err := strconv.Atoi(args[2])
+		ts.Check(err)
+		if first < 1 || last > len(lines) || first > last {
+			ts.Fatalf("lines %d to %d of %d", first, last, len(lines))
+		}
+		lines = lines[first-1 : last]
+	}
+	for _, l := range lines {
+		ts.Logf("run-printed: %s", l)
+		if err := ts.Exec("sh", "-c", l); err != nil {
+			ts.Fatalf("%s: %v", l, err)
+		}
 	}
 }

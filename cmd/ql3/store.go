@@ -134,6 +134,7 @@ func (r storePutResult) writeText(w io.Writer) error { return lines(w, string(r.
 // storeGetOptions: `ql3 store cat DIGEST` and `ql3 store show DIGEST`.
 type storeGetOptions struct {
 	root *RootOptions
+	ref  digestRef
 	d    digest.Digest
 	show bool
 }
@@ -156,7 +157,7 @@ func newStoreShowCmd(root *RootOptions) *cobra.Command {
 
 func (o *storeGetOptions) complete(_ *cobra.Command, a []string) error {
 	var err error
-	o.d, err = digestArg("DIGEST", a[0])
+	o.ref, err = digestRefArg("DIGEST", a[0])
 	return err
 }
 
@@ -168,6 +169,9 @@ func (o *storeGetOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
+	if o.d, err = o.ref.resolve(st); err != nil {
+		return err
+	}
 	b, err := st.Get(o.d)
 	if err != nil {
 		return err

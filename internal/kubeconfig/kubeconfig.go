@@ -82,7 +82,8 @@ func CheckAll(raw []byte, context string) (*evidence.KubeconfigSummary, []*refus
 	if err := dec.Decode(&tree); err != nil || tree == nil {
 		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig is not a yaml mapping"))
 	}
-	seen := vs.checkTree(tree)
+	own := owners{}
+	seen := vs.checkTree(tree, own)
 	cfg, err := clientcmd.Load(raw)
 	if err != nil {
 		// clientcmd refuses a repeated name itself; the walk has named that violation already,
@@ -92,8 +93,9 @@ func CheckAll(raw []byte, context string) (*evidence.KubeconfigSummary, []*refus
 		}
 		return nil, vs.add(refuse.New(CodeInvalid, "kubeconfig does not decode as a v1 Config"))
 	}
-	vs.checkParsed(cfg, seen)
+	vs.checkParsed(cfg, seen, own)
 	sum := vs.summarise(raw, cfg, context)
+	attribute(own, cfg, context)
 	if len(vs) > 0 {
 		return nil, vs
 	}
@@ -161,13 +163,9 @@ func (vs *violations) duplicates(err error) {
 }
 
 func (vs *violations) summarise(raw []byte, cfg *clientcmdapi.Config, name string) *evidence.KubeconfigSummary {
-	if name == "" {
-		vs.add(refuse.New(CodeContextMissing, "no context named"))
-		return nil
-	}
 	ctx, ok := cfg.Contexts[name]
-	if !ok || ctx == nil {
-		vs.add(refuse.New(CodeContextMissing, "context %q is not in the kubeconfig", name))
+	if name == "" || !ok || ctx == nil {
+		vs.add(contextMissing(cfg, name))
 		return nil
 	}
 	before := len(*vs)

@@ -34,6 +34,44 @@ var forbiddenCluster = map[string]refuse.Code{
 // second reading on kubectl's decoder adds only what the walk missed.
 type reported map[string]map[refuse.Code]bool
 
+// entryRef names the cluster or user entry a violation is about.
+type entryRef struct{ inner, name string }
+
+// owners maps a violation to its entry, so that CheckAll can say whether the chosen context uses
+// that entry.
+type owners map[*refuse.Error]entryRef
+
+// addEntry adds e as a violation of entry inner/name.
+func (vs *violations) addEntry(own owners, inner, name string, e *refuse.Error) {
+	vs.add(e)
+	if inner == "cluster" || inner == "user" {
+		own[e] = entryRef{inner, name}
+	}
+}
+
+// attribute says, in every violation about a cluster or a user, whether the chosen context uses
+// that entry; one it does not use is fixed by leaving it behind, which ql3 kubeconfig extract does.
+func attribute(own owners, cfg *clientcmdapi.Config, name string) {
+	ctx := cfg.Contexts[name]
+	if ctx == nil {
+		return
+	}
+	for e, ref := range own {
+		used := ref.inner == "cluster" && ref.name == ctx.Cluster || ref.inner == "user" && ref.name == ctx.AuthInfo
+		if used {
+			e.Msg += " (context " + refuse.Ident(name) + " uses it)"
+			continue
+		}
+		e.Msg += " (context " + refuse.Ident(name) + " does not use it)"
+		e.Hint = ExtractHint(name)
+	}
+}
+
+// ExtractHint is the advice on a violation in an entry the chosen context does not use.
+func ExtractHint(context string) string {
+	return "ql3 kubeconfig extract --context " + refuse.Ident(context) + " writes a kubeconfig of only what that context uses; see " + RecipeRef
+}
+
 func (r reported) mark(inner, name string, code refuse.Code) {
 	k := inner + "/" + name
 	if r[k] == nil {
@@ -46,7 +84,7 @@ func (r reported) mark(inner, name string, code refuse.Code) {
 // itself, because clientcmd's own duplicate-name error prints the whole list, credentials
 // included. The keys of one entry are visited in sorted order, so the list of violations (and
 // Check's first one) does not depend on map iteration.
-func (vs *violations) checkTree(tree map[string]any) reported {
+func (vs *violations) checkTree(tree map[string]any, own owners) reported {
 	seen := reported{}
 	lists := []struct {
 		key, inner string
@@ -94,7 +132,7 @@ func (vs *violations) checkTree(tree map[string]any) reported {
 			slices.Sort(keys)
 			for _, k := range keys {
 				if code, bad := l.forbidden[strings.ToLower(k)]; bad {
-					vs.add(refuse.New(code, "kubeconfig %s %q sets %s, which ql3 forbids", l.inner, name, k))
+					vs.addEntry(own, l.inner, name, refuse.New(code, "kubeconfig %s %q sets %s, which ql3 forbids", l.inner, name, k))
 					seen.mark(l.inner, name, code)
 				}
 			}
@@ -105,10 +143,10 @@ func (vs *violations) checkTree(tree map[string]any) reported {
 
 // checkParsed repeats the policy on kubectl's own reading, so a spelling the tree walk missed
 // but the decoder accepts is still refused. Entries are visited in name order.
-func (vs *violations) checkParsed(cfg *clientcmdapi.Config, seen reported) {
+func (vs *violations) checkParsed(cfg *clientcmdapi.Config, seen reported, own owners) {
 	add := func(inner, name string, code refuse.Code, format string) {
 		if !seen[inner+"/"+name][code] {
-			vs.add(refuse.New(code, format, name))
+			vs.addEntry(own, inner, name, refuse.New(code, format, name))
 			seen.mark(inner, name, code)
 		}
 	}

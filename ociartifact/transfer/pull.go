@@ -8,7 +8,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/content"
 
 	"github.com/qinglong/ql3/evidence"
@@ -27,7 +26,14 @@ import (
 // in form before anything is written (signatures are the auditor's: ql3 audit --key) and stored
 // with their statements and attestation index entries after the closure. It returns the root and
 // the manifest's descriptor.
-func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
+func Pull(parent context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
+	ctx, cancel := o.bounded(parent)
+	defer cancel()
+	root, desc, err := pull(ctx, ref, dst, o)
+	return root, desc, finish(ctx, parent, err)
+}
+
+func pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
 	repo, r, err := repository(ref, o)
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
@@ -56,14 +62,9 @@ func Pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociart
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
-	blobs, err := fetchLayers(ctx, repo, a.Layers, o.concurrency())
-	if err != nil {
-		return nil, ocispec.Descriptor{}, err
-	}
-	root, err := ociartifact.CheckClosure(a, func(d digest.Digest) ([]byte, bool, error) {
-		b, ok := blobs[d]
-		return b, ok, nil
-	})
+	f := newLazyFetch(ctx, repo, a.Layers, o.concurrency())
+	root, err := ociartifact.CheckClosure(a, f.blob)
+	blobs := f.finish()
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
@@ -120,31 +121,108 @@ func Import(dst *store.Store, root *ociartifact.Root, layers []evidence.Descript
 // until it is synced, and a closure may have thousands.
 const importBatch = 64
 
-func fetchLayers(ctx context.Context, repo interface {
-	Fetch(context.Context, ocispec.Descriptor) (io.ReadCloser, error)
-}, layers []evidence.Descriptor, n int) (map[digest.Digest][]byte, error) {
-	var mu sync.Mutex
-	out := make(map[digest.Digest][]byte, len(layers))
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(n)
-	for _, l := range layers {
-		g.Go(func() error {
-			d := ocispec.Descriptor{MediaType: l.MediaType, Digest: l.Digest, Size: l.Size}
-			rc, err := repo.Fetch(ctx, d)
-			if err != nil {
-				return classify(err, "fetch layer %s", l.Digest)
-			}
-			b, err := readVerified(rc, d, store.MaxObjectSize)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			out[l.Digest] = b
-			mu.Unlock()
-			return nil
-		})
+// lazyFetch fetches layers only as the closure walk asks for them (CheckClosure visits the
+// closure in its order, and asks only for layers of the manifest), keeping at most a window of
+// layers in flight ahead of the one asked for, in manifest order: an honest manifest lists the
+// closure in that order, so the window is what the walk asks for next. A manifest that lists
+// objects outside the closure, or in another order, costs at most the window in wasted fetches
+// before CheckClosure refuses it.
+type lazyFetch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	repo   interface {
+		Fetch(context.Context, ocispec.Descriptor) (io.ReadCloser, error)
 	}
-	return out, g.Wait()
+	layers  []evidence.Descriptor
+	pos     map[digest.Digest]int
+	window  int
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	futures []*fetched
+	fetches int
+}
+
+type fetched struct {
+	done chan struct{}
+	b    []byte
+	err  error
+}
+
+func newLazyFetch(ctx context.Context, repo interface {
+	Fetch(context.Context, ocispec.Descriptor) (io.ReadCloser, error)
+}, layers []evidence.Descriptor, n int) *lazyFetch {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &lazyFetch{ctx: ctx, cancel: cancel, repo: repo, layers: layers, pos: make(map[digest.Digest]int, len(layers)),
+		window: 4 * n, sem: make(chan struct{}, n), futures: make([]*fetched, len(layers))}
+	for i, l := range layers {
+		if _, dup := f.pos[l.Digest]; !dup {
+			f.pos[l.Digest] = i
+		}
+	}
+	return f
+}
+
+// blob is CheckClosure's source: the re-hashed bytes of layer d.
+func (f *lazyFetch) blob(d digest.Digest) ([]byte, bool, error) {
+	i, ok := f.pos[d]
+	if !ok {
+		return nil, false, nil
+	}
+	for j := i; j < min(i+f.window, len(f.layers)); j++ {
+		f.start(j)
+	}
+	r := f.futures[i]
+	select {
+	case <-r.done:
+	case <-f.ctx.Done():
+		return nil, false, classify(f.ctx.Err(), "fetch layer %s", d)
+	}
+	if r.err != nil {
+		return nil, false, r.err
+	}
+	return r.b, true, nil
+}
+
+func (f *lazyFetch) start(j int) {
+	if f.futures[j] != nil {
+		return
+	}
+	r := &fetched{done: make(chan struct{})}
+	f.futures[j] = r
+	f.fetches++
+	l := f.layers[j]
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		defer close(r.done)
+		select {
+		case f.sem <- struct{}{}:
+		case <-f.ctx.Done():
+			r.err = classify(f.ctx.Err(), "fetch layer %s", l.Digest)
+			return
+		}
+		defer func() { <-f.sem }()
+		d := ocispec.Descriptor{MediaType: l.MediaType, Digest: l.Digest, Size: l.Size}
+		rc, err := f.repo.Fetch(f.ctx, d)
+		if err != nil {
+			r.err = classify(err, "fetch layer %s", l.Digest)
+			return
+		}
+		r.b, r.err = readVerified(rc, d, store.MaxObjectSize)
+	}()
+}
+
+// finish stops the fetches still in flight, waits for them, and returns what was fetched.
+func (f *lazyFetch) finish() map[digest.Digest][]byte {
+	f.cancel()
+	f.wg.Wait()
+	out := make(map[digest.Digest][]byte, len(f.layers))
+	for j, r := range f.futures {
+		if r != nil && r.err == nil {
+			out[f.layers[j].Digest] = r.b
+		}
+	}
+	return out
 }
 
 // readVerified reads exactly d.Size bytes (at most max) and checks they hash to d.Digest.

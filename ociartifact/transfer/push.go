@@ -19,7 +19,14 @@ import (
 // gets the referrers tag schema (tag sha256-<hex of the artifact manifest>), which oras-go
 // maintains. It returns the artifact manifest's descriptor; pushing the same root again yields
 // the same digest.
-func Push(ctx context.Context, src ociartifact.Source, root digest.Digest, ref string, attachments []ociartifact.Attachment, o Options) (ocispec.Descriptor, error) {
+func Push(parent context.Context, src ociartifact.Source, root digest.Digest, ref string, attachments []ociartifact.Attachment, o Options) (ocispec.Descriptor, error) {
+	ctx, cancel := o.bounded(parent)
+	defer cancel()
+	desc, err := push(ctx, src, root, ref, attachments, o)
+	return desc, finish(ctx, parent, err)
+}
+
+func push(ctx context.Context, src ociartifact.Source, root digest.Digest, ref string, attachments []ociartifact.Attachment, o Options) (ocispec.Descriptor, error) {
 	c, err := ociartifact.Collect(src, root, attachments)
 	if err != nil {
 		return ocispec.Descriptor{}, err

@@ -28,7 +28,8 @@ const maxReferrers = 64
 // fetchAttestations reads the referrers of the evidence manifest man whose artifact type is a
 // Sigstore bundle (the referrers API, or the sha256-<hex> tag where the registry lacks it), and
 // proves each: a manifest of the shape push writes, attached to man, naming an object of the
-// closure, its one layer a well-formed bundle whose payload is a statement record. Signatures are
+// closure, its one layer a well-formed bundle whose payload is a statement record about exactly
+// that object. Signatures are
 // not verified here: ql3 audit --key does that with the auditor's keys.
 func fetchAttestations(ctx context.Context, repo *remote.Repository, man ocispec.Descriptor, closure map[digest.Digest]bool) ([]attestation, error) {
 	var refs []ocispec.Descriptor
@@ -80,6 +81,11 @@ func fetchAttestations(ctx context.Context, repo *remote.Repository, man ocispec
 		stmt, err := attest.StatementOf(b)
 		if err != nil {
 			return nil, err
+		}
+		if !attest.About(stmt, subject) {
+			// A genuine bundle of another record, re-attached under this subject: stored, it
+			// would stand (no-replace) as its signer's statement about a record it never named.
+			return nil, refuse.New(ociartifact.CodeAttachment, "referrer %s is attached to %s, but its statement is about another record", r.Digest, subject)
 		}
 		out = append(out, attestation{subject: subject, bundle: b, stmt: stmt,
 			bundleD: evidence.Descriptor{MediaType: ociartifact.MediaTypeBundle, Digest: l.Digest, Size: l.Size},

@@ -8,21 +8,21 @@
 package transfer
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-
 	"net"
 	"net/http"
-	"os"
+	"time"
 
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
-	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -44,6 +44,24 @@ const (
 	CodeNotFound refuse.Code = "OCI_NOT_FOUND"
 	// CodeRegistry: any other failure talking to the registry (connection, status, protocol).
 	CodeRegistry refuse.Code = "OCI_REGISTRY"
+	// CodeTimeout: a network wait passed its bound: the response headers (ResponseTimeout), a
+	// read of a body that trickles or stops (IdleTimeout), or the whole transfer (Timeout).
+	CodeTimeout refuse.Code = "OCI_TIMEOUT"
+	// CodeInterrupted: the caller's context was cancelled (SIGINT or SIGTERM in ql3) while the
+	// transfer waited on the network.
+	CodeInterrupted refuse.Code = "OCI_INTERRUPTED"
+	// CodeRedirect: the registry redirected a request off TLS or to another host.
+	CodeRedirect refuse.Code = "OCI_REDIRECT"
+)
+
+// Defaults of the network bounds (docs/oci.md). A registry that answers at all answers headers
+// within seconds, and a body read that makes no progress for 30 s is stalled.
+const (
+	DefaultResponseTimeout = 30 * time.Second
+	DefaultIdleTimeout     = 30 * time.Second
+	DefaultTimeout         = 10 * time.Minute
+	// maxCAFile bounds the --ca-file PEM bundle (the system bundle of a distribution is ~200 KiB).
+	maxCAFile = 4 << 20
 )
 
 // Options configure the registry client. There is deliberately no credential field.
@@ -55,6 +73,27 @@ type Options struct {
 	CAFile string
 	// Concurrency bounds parallel blob transfers (default 4).
 	Concurrency int
+	// ResponseTimeout bounds each wait for a response's headers, and each dial and TLS handshake
+	// (default DefaultResponseTimeout).
+	ResponseTimeout time.Duration
+	// IdleTimeout bounds each read of a response body: a body that sends nothing for this long
+	// is abandoned (default DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// Timeout bounds the whole push or pull (default DefaultTimeout).
+	Timeout time.Duration
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// bounded is ctx with the transfer's overall deadline; its cause names the bound.
+func (o Options) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	t := orDefault(o.Timeout, DefaultTimeout)
+	return context.WithTimeoutCause(ctx, t, refuse.New(CodeTimeout, "the transfer did not finish within its overall deadline of %s (--timeout)", t))
 }
 
 func (o Options) concurrency() int {
@@ -78,26 +117,34 @@ func repository(ref string, o Options) (*remote.Repository, registry.Reference, 
 		roots = x509.NewCertPool()
 	}
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		// The one bounded reader: a FIFO, a device or an oversized file is refused at once.
+		pem, err := input.ReadFile(o.CAFile, maxCAFile)
 		if err != nil {
-			return nil, registry.Reference{}, refuse.Wrap(CodeTLS, err, "read CA bundle")
+			return nil, registry.Reference{}, err
 		}
 		if !roots.AppendCertsFromPEM(pem) {
 			return nil, registry.Reference{}, refuse.New(CodeTLS, "CA bundle %s holds no PEM certificate", o.CAFile)
 		}
 	}
-	creds, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+	creds, err := loadDockerConfig()
 	if err != nil {
-		// The error names the config file, never its content.
-		return nil, registry.Reference{}, refuse.Wrap(CodeCredentials, err, "load the docker credential configuration")
+		return nil, registry.Reference{}, err
 	}
+	wait := orDefault(o.ResponseTimeout, DefaultResponseTimeout)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	tr.DialContext = (&net.Dialer{Timeout: wait, KeepAlive: 30 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = wait
+	tr.ResponseHeaderTimeout = wait
+	tr.ExpectContinueTimeout = time.Second
 	repo := &remote.Repository{
 		Client: &auth.Client{
-			Client:     &http.Client{Transport: tr},
+			Client: &http.Client{
+				Transport:     &idleTransport{next: tr, idle: orDefault(o.IdleTimeout, DefaultIdleTimeout)},
+				CheckRedirect: checkRedirect(r.Registry, o.PlainHTTP),
+			},
 			Cache:      auth.NewCache(),
-			Credential: credentials.Credential(creds),
+			Credential: creds.credential,
 		},
 		Reference: r,
 		PlainHTTP: o.PlainHTTP,
@@ -121,6 +168,13 @@ func classify(err error, format string, args ...any) error {
 	}
 	if _, ok := refuse.As(err); ok {
 		return err
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return refuse.Wrap(CodeTimeout, err, format+" (no answer within the bound; see --response-timeout)", args...)
+	case errors.Is(err, context.Canceled):
+		return refuse.Wrap(CodeInterrupted, err, format+" (interrupted)", args...)
 	}
 	var cv *tls.CertificateVerificationError
 	var ua x509.UnknownAuthorityError

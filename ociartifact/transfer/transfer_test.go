@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,13 +18,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/testbed/ocitest"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/ociartifact/transfer"
@@ -367,8 +371,9 @@ func TestRegistryRefusals(t *testing.T) {
 			t.Fatalf("push: %v", err)
 		}
 	})
-	t.Run("CA bundle unreadable", func(t *testing.T) {
-		o := transfer.Options{CAFile: filepath.Join(t.TempDir(), "absent.pem")}
+	t.Run("CA bundle holds no certificate", func(t *testing.T) {
+		o := transfer.Options{CAFile: filepath.Join(t.TempDir(), "empty.pem")}
+		os.WriteFile(o.CAFile, []byte("no PEM here\n"), 0o600)
 		if _, _, err := transfer.Pull(ctx, ref, freshStore(t), o); code(err) != transfer.CodeTLS {
 			t.Fatalf("pull: %v", err)
 		}
@@ -454,4 +459,202 @@ func dumpDir(t testing.TB, dir string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// TestPullRefusesForeignAttachment: the signer's genuine bundle for the preflight report, attached
+// to the artifact annotated as an attestation of the receipt (anyone who can push to the
+// repository can do this), is refused with OCI_ATTACHMENT and nothing is written; push refuses
+// to make such an artifact in the first place.
+func TestPullRefusesForeignAttachment(t *testing.T) {
+	r := registry(t)
+	src, rc, _ := source(t)
+	ctx := context.Background()
+	rep, err := src.Verify()
+	if err != nil || len(rep.Preflights) != 1 {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	pf := rep.Preflights[0].Descriptor.Digest
+	a, err := attest.Attest(src, pf, signer, attest.Options{QL3Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := []ociartifact.Attachment{{Subject: rc.Digest, Blob: a.Bundle}}
+	if _, err := transfer.Push(ctx, src, rc.Digest, r.Host+"/ql3/foreign:push", foreign, opts(r)); code(err) != ociartifact.CodeAttachment {
+		t.Fatalf("push of a foreign attachment: %v", err)
+	}
+	ref := r.Host + "/ql3/foreign:base"
+	desc, err := transfer.Push(ctx, src, rc.Digest, ref, nil, opts(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := src.Get(a.Bundle.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, md, err := ociartifact.ReferrerManifest(desc, rc.Digest, a.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, _, err := transfer.Repository(ref, opts(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Push(ctx, ocispec.Descriptor{MediaType: a.Bundle.MediaType, Digest: a.Bundle.Digest, Size: a.Bundle.Size}, bytes.NewReader(bundle)); err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Push(ctx, md, bytes.NewReader(mb)); err != nil {
+		t.Fatal(err)
+	}
+	dst := freshStore(t)
+	if _, _, err := transfer.Pull(ctx, ref, dst, opts(r)); code(err) != ociartifact.CodeAttachment {
+		t.Fatalf("pull: got %v, want %s", err, ociartifact.CodeAttachment)
+	}
+	if fs := files(t, dst); len(fs) != 0 {
+		t.Fatalf("a refused pull wrote %v", fs)
+	}
+}
+
+// TestUnboundedInputsRefused: --ca-file and the Docker configuration go through the bounded
+// reader: a FIFO (which would block an open) and an oversized sparse file are refused at once,
+// before any connection, with the input codes.
+func TestUnboundedInputsRefused(t *testing.T) {
+	r := registry(t)
+	ctx := context.Background()
+	ref := r.Host + "/ql3/inputs:x"
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse := filepath.Join(dir, "sparse")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, v := range []struct {
+		name, path string
+		code       refuse.Code
+	}{
+		{"fifo", fifo, input.CodeNotRegular},
+		{"2 GiB sparse file", sparse, input.CodeTooLarge},
+		{"character device", "/dev/zero", input.CodeNotRegular},
+		{"absent", filepath.Join(dir, "absent.pem"), input.CodeNotFound},
+	} {
+		t.Run("ca-file "+v.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := transfer.Pull(ctx, ref, freshStore(t), transfer.Options{CAFile: v.path})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if code(err) != v.code {
+					t.Fatalf("got %v, want %s", err, v.code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the pull blocked on --ca-file")
+			}
+		})
+		if v.name == "absent" {
+			continue
+		}
+		t.Run("docker config "+v.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			if err := os.Symlink(v.path, filepath.Join(cfg, "config.json")); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("DOCKER_CONFIG", cfg)
+			_, _, err := transfer.Pull(ctx, ref, freshStore(t), opts(r))
+			if code(err) != transfer.CodeCredentials || !strings.Contains(err.Error(), "symlink") {
+				t.Fatalf("a symlinked config.json: got %v, want %s", err, transfer.CodeCredentials)
+			}
+			// The file itself, not a link: a FIFO or a device made in place.
+			if v.name != "fifo" {
+				return
+			}
+			os.Remove(filepath.Join(cfg, "config.json"))
+			if err := unix.Mkfifo(filepath.Join(cfg, "config.json"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := transfer.Pull(ctx, ref, freshStore(t), opts(r))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if code(err) != transfer.CodeCredentials || !errors.Is(err, err) || !strings.Contains(err.Error(), "fifo") {
+					t.Fatalf("got %v, want %s", err, transfer.CodeCredentials)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the pull blocked on config.json")
+			}
+		})
+	}
+	t.Run("docker config oversized", func(t *testing.T) {
+		cfg := t.TempDir()
+		if err := os.Rename(sparse, filepath.Join(cfg, "config.json")); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("DOCKER_CONFIG", cfg)
+		_, _, err := transfer.Pull(ctx, ref, freshStore(t), opts(r))
+		if code(err) != transfer.CodeCredentials || !strings.Contains(err.Error(), "ceiling") {
+			t.Fatalf("got %v, want %s", err, transfer.CodeCredentials)
+		}
+	})
+}
+
+// TestCredentialHelper: a helper's output never reaches a message (the helper here prints the
+// registry password and fails), and its failure, a missing helper and an answer of another shape
+// are OCI_CREDENTIALS; a working helper's credentials are used.
+func TestCredentialHelper(t *testing.T) {
+	r := registry(t)
+	src, rc, _ := source(t)
+	ctx := context.Background()
+	ref := r.Host + "/ql3/helper:x"
+	if _, err := transfer.Push(ctx, src, rc.Digest, ref, nil, opts(r)); err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	helper := func(name, script string) {
+		if err := os.WriteFile(filepath.Join(bin, "docker-credential-"+name), []byte("#!/bin/sh\n"+script), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	helper("good", fmt.Sprintf("read s; printf '{\"ServerURL\":\"%%s\",\"Username\":\"%s\",\"Secret\":\"%s\"}' \"$s\"\n", r.User, r.Password))
+	helper("leaky", fmt.Sprintf("echo 'cannot talk to the keychain, last secret was %s'; echo '%s' >&2; exit 3\n", r.Password, r.Password))
+	helper("garbled", fmt.Sprintf("echo 'not json %s'\n", r.Password))
+	helper("empty", "echo 'credentials not found in native keychain'; exit 1\n")
+	for _, v := range []struct {
+		name, cfg string
+		code      refuse.Code
+	}{
+		{"working helper", `{"credHelpers":{"` + r.Host + `":"good"}}`, ""},
+		{"credsStore", `{"credsStore":"good"}`, ""},
+		{"failing helper printing the password", `{"credHelpers":{"` + r.Host + `":"leaky"}}`, transfer.CodeCredentials},
+		{"helper answering another shape", `{"credsStore":"garbled"}`, transfer.CodeCredentials},
+		{"missing helper", `{"credsStore":"absent-helper"}`, transfer.CodeCredentials},
+		{"helper holding nothing", `{"credsStore":"empty"}`, transfer.CodeAuth},
+		{"helper name a path", `{"credsStore":"../../bin/sh"}`, transfer.CodeCredentials},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(v.cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("DOCKER_CONFIG", cfg)
+			_, _, err := transfer.Pull(ctx, ref, freshStore(t), opts(r))
+			if got := code(err); got != v.code {
+				t.Fatalf("got %v, want %q", err, v.code)
+			}
+			if err != nil {
+				checkNoSecret(t, r, "the refusal", []byte(err.Error()))
+			}
+		})
+	}
 }

@@ -28,6 +28,11 @@ type fieldWalker struct {
 	// the live audit names the path and both values of a field that differs.
 	curM, curL any
 	fail       *fieldFailure
+
+	// collect makes the walk go on past a failure and record every field that has not
+	// converged in drifts (a repair must hand back all of them, not the first).
+	collect bool
+	drifts  []fieldFailure
 }
 
 // fieldFailure is where a field check failed, with the two values it compared.
@@ -35,6 +40,7 @@ type fieldFailure struct {
 	path       fieldPath
 	want, live any
 	present    bool
+	notOwned   bool // the value is the manifest's, the ownership is not ours
 }
 
 // checkFields proves that every field the manifest sets is present with its value, then that every
@@ -150,8 +156,13 @@ func (w *fieldWalker) walk(m, l any, present bool, o owner) error {
 		}
 		return w.differs("the live value differs from the manifest's")
 	}
-	if w.notOwned == nil && !(o.owns() && w.lo.consistent(o, w.path, w.lo.ours)) {
-		w.notOwned = append(fieldPath(nil), w.path...)
+	if (w.collect || w.notOwned == nil) && !(o.owns() && w.lo.consistent(o, w.path, w.lo.ours)) {
+		if w.notOwned == nil {
+			w.notOwned = append(fieldPath(nil), w.path...)
+		}
+		if w.collect {
+			w.drifts = append(w.drifts, fieldFailure{path: append(fieldPath(nil), w.path...), want: m, live: l, present: true, notOwned: true})
+		}
 	}
 	return nil
 }
@@ -180,6 +191,10 @@ func (w *fieldWalker) empty(l any, present, list bool) error {
 
 func (w *fieldWalker) missing() error {
 	w.fail = &fieldFailure{path: append(fieldPath(nil), w.path...), want: w.curM}
+	if w.collect {
+		w.drifts = append(w.drifts, *w.fail)
+		return nil
+	}
 	return refuse.New(CodeFieldMissing, "object %d (%s): field %s is absent from the live object", w.o.Index, w.lo.res, w.path).
 		WithHint("another manager or a controller removed it after the apply, or the server omits it: " +
 			`it leaves out "", false and 0 of optional fields, so a manifest must not set them`)
@@ -187,6 +202,10 @@ func (w *fieldWalker) missing() error {
 
 func (w *fieldWalker) differs(format string, args ...any) error {
 	w.fail = &fieldFailure{path: append(fieldPath(nil), w.path...), want: w.curM, live: w.curL, present: true}
+	if w.collect {
+		w.drifts = append(w.drifts, *w.fail)
+		return nil
+	}
 	args = append([]any{w.o.Index, w.lo.res, w.path}, args...)
 	return refuse.New(CodeFieldDiffers, "object %d (%s): field %s: "+format, args...).WithHint("another manager or a controller changed it after the apply, or the server normalizes the value as written " +
 		"(write quantities such as 500m and 128Mi in canonical form)")

@@ -28,6 +28,8 @@ const (
 type manager struct {
 	name, operation, subresource string
 	set                          *fnode
+	index                        int // position in managedFields: a repair patch addresses the entry by it
+	raw                          any // the fieldsV1 value as read, for a repair that hands a whole set back
 }
 
 func (m *manager) String() string {
@@ -43,6 +45,8 @@ func (m *manager) String() string {
 // i:<position>, or "." (the list element itself); a node without members, {}, is a field owned
 // as a whole.
 type fnode struct {
+	key     string   // the member key in the parent node ("" at the root): a repair patch's pointer
+	kids    []*fnode // the members other than ".", in key order
 	members int
 	self    bool
 	fields  map[string]*fnode
@@ -76,6 +80,7 @@ func parseManagedFields(v any, fieldManager string) ([]*manager, *manager, error
 		if err != nil {
 			return nil, nil, fmt.Errorf("entry %d: %w", i, err)
 		}
+		m.index = i
 		all = append(all, m)
 		if m.name == fieldManager && m.operation == "Apply" && m.subresource == "" {
 			if ours != nil {
@@ -114,7 +119,7 @@ func parseEntry(e any) (*manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager %s: fieldsV1: %w", refuse.Ident(m.name), err)
 	}
-	m.set = set
+	m.set, m.raw = set, obj["fieldsV1"]
 	return m, nil
 }
 
@@ -139,6 +144,8 @@ func parseSet(v any, depth int) (*fnode, error) {
 		if err != nil {
 			return nil, err
 		}
+		child.key = k
+		n.kids = append(n.kids, child)
 		prefix, rest, _ := strings.Cut(k, ":")
 		switch prefix {
 		case "f":

@@ -223,7 +223,9 @@ func valueAt(v any, path fieldPath) any {
 }
 
 // shown renders a value as short JSON, cut at a rune boundary; "" for an absent value.
-func shown(v any, present bool) string {
+func shown(v any, present bool) string { return shownMax(v, present, maxShownValue) }
+
+func shownMax(v any, present bool, max int) string {
 	if !present {
 		return ""
 	}
@@ -232,8 +234,8 @@ func shown(v any, present bool) string {
 		return "(unprintable)"
 	}
 	s := string(b)
-	if len(s) > maxShownValue {
-		cut := maxShownValue
+	if len(s) > max {
+		cut := max
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}

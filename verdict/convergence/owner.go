@@ -13,13 +13,16 @@ type owner struct {
 	n      *fnode
 	whole  bool
 	atomic int // with whole: the length of the path to the member owned as a unit
+	// node is the set node at the position, or with whole the member owned as a unit: what a
+	// repair removes from another manager's set. Ownership itself never reads it.
+	node *fnode
 }
 
 func rootOwner(m *manager) owner {
 	if m == nil {
 		return owner{}
 	}
-	return owner{n: m.set}
+	return owner{n: m.set, node: m.set}
 }
 
 // field descends into map key k, which is at depth (path length) depth. A member without
@@ -39,9 +42,9 @@ func (o owner) field(k string, depth int) owner {
 	case c == nil:
 		return owner{}
 	case c.members == 0:
-		return owner{whole: true, atomic: depth}
+		return owner{whole: true, atomic: depth, node: c}
 	}
-	return owner{n: c}
+	return owner{n: c, node: c}
 }
 
 // owns reports whether the position itself is owned: as part of an atomic ancestor, as a leaf
@@ -77,9 +80,9 @@ func (o owner) elements(live []any, depth int) ([]owner, error) {
 	set := func(i int, c *fnode, whole bool) {
 		matches[i]++
 		if whole {
-			out[i] = owner{whole: true, atomic: depth}
+			out[i] = owner{whole: true, atomic: depth, node: c}
 		} else {
-			out[i] = owner{n: c}
+			out[i] = owner{n: c, node: c}
 		}
 	}
 	for _, g := range n.keyed {
