@@ -102,6 +102,8 @@ type Report struct {
 	NotChecked              []string      `json:"notChecked"`
 	// Attestations lists the subject's attestations and which a given key verified (AuditWith).
 	Attestations *attest.Result `json:"attestations,omitempty"`
+	// Log is the subject's leaf in a trusted checkpoint of its deployment log (--log-key).
+	Log *LogInclusion `json:"log,omitempty"`
 }
 
 // Subject kinds.
