@@ -1,5 +1,5 @@
 // Package audit re-derives, offline, every verdict of a ql3 ceremony from a copy of its evidence
-// store (DESIGN §8). Nothing a record claims is taken on trust: every object of the closure is
+// store (docs/rationale.md#8-offline-audit). Nothing a record claims is taken on trust: every object of the closure is
 // re-hashed, every link of the digest chain is followed and compared, the lock report is verified
 // again against the stored manifest bytes, every kubectl invocation's argv and environment are
 // re-derived, and the identity reads and the convergence read are judged again, with the code the
@@ -102,6 +102,8 @@ type Report struct {
 	NotChecked              []string      `json:"notChecked"`
 	// Attestations lists the subject's attestations and which a given key verified (AuditWith).
 	Attestations *attest.Result `json:"attestations,omitempty"`
+	// Log is the subject's leaf in a trusted checkpoint of its deployment log (--log-key).
+	Log *LogInclusion `json:"log,omitempty"`
 }
 
 // Subject kinds.
@@ -202,7 +204,7 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 	if _, err := evidence.ParseDigest(string(subject)); err != nil {
 		return nil, err
 	}
-	a := &auditor{src: src, report: &Report{Schema: SchemaReport, Subject: subject, Checks: []Check{},
+	a := &auditor{src: newMemo(src), report: &Report{Schema: SchemaReport, Subject: subject, Checks: []Check{},
 		NotChecked: append([]string(nil), notChecked...)}}
 	kind, mediaType, err := a.subjectKind(subject)
 	if err != nil {
@@ -213,7 +215,7 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 	}
 	a.report.Kind = kind
 	root := evidence.Descriptor{MediaType: mediaType, Digest: subject}
-	if b, err := src.Get(subject); err == nil {
+	if b, err := a.src.Get(subject); err == nil {
 		root.Size = int64(len(b))
 	}
 	a.closure(root)

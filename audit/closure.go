@@ -16,7 +16,7 @@ func (a *auditor) subjectKind(d digest.Digest) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	if _, err := evidence.Canonicalize(b); err != nil {
+	if err := evidence.Validate(b); err != nil {
 		return "", "", refuse.Wrap(CodeSubject, err, "object %s is not a json record", d)
 	}
 	var probe struct {

@@ -97,17 +97,7 @@ func (a *auditor) liveCommandCheck(r *run, la *evidence.LiveAudit) bool {
 		default:
 			return "", refuse.New(CodeCommand, "command record %s is a %s command, not %s or %s", r.command.Digest, pc.Command.Command, evidence.CommandLiveAudit, evidence.CommandApply)
 		}
-		if pc.Target != r.target {
-			return "", refuse.New(CodeTarget, "command %s has target %s, the report binds %s", pc.Digest, pc.Target, r.target)
-		}
-		if r.fieldManager != evidence.FieldManager {
-			return "", refuse.New(CodeClaim, "record names field manager %q, not %s", r.fieldManager, evidence.FieldManager)
-		}
-		if r.clusterUID != pc.Command.ExpectedClusterUID {
-			return "", refuse.New(CodeClusterUID, "record names cluster %s, the command expects %s", r.clusterUID, pc.Command.ExpectedClusterUID)
-		}
-		r.pc = pc
-		return fmt.Sprintf("%s command %s, target %s", pc.Command.Command, pc.Digest, pc.Target), nil
+		return r.bindCommand(pc, "report")
 	})
 }
 

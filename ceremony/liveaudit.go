@@ -368,8 +368,8 @@ func (s *session) liveSuperseded(res *LiveAuditResult, d evidence.Descriptor, rc
 	if !s.opts.AllowSuperseded {
 		return refuse.New(CodeLiveSuperseded, "receipt %s of release %s is superseded on cluster %s by receipt %s of release %s (finished %s): the objects they share are release %s's now",
 			d.Digest, rc.Lock.ReleaseVersion, rc.ClusterUID, sb.Receipt, sb.Release, sb.FinishedAt, sb.Release).
-			WithHint("audit the current receipt: ql3 status --command-file=%s (or ql3 command new --store %s --from-receipt %s --out FILE, then ql3 live-audit --command-file=FILE); to compare the cluster with this older receipt anyway, add --allow-superseded",
-				s.opts.CommandFile, s.pc.Command.Store, sb.Receipt)
+			WithHint("audit the current receipt: ql3 status --command-file=%s (or ql3 command new --store %s --from-receipt %s --out FILE, then ql3 live-audit --command-file=FILE); to compare the cluster with this older receipt anyway: ql3 live-audit --allow-superseded --command-file=%s",
+				s.opts.CommandFile, s.pc.Command.Store, sb.Receipt, s.opts.CommandFile)
 	}
 	res.SupersededBy = sb
 	return nil

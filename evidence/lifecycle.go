@@ -2,7 +2,7 @@ package evidence
 
 import "github.com/opencontainers/go-digest"
 
-// The records of a release's life after its receipt (issue 9): the live-audit report and the plan
+// The records of a release's life after its receipt (docs/issues.md#issue-9): the live-audit report and the plan
 // a preflight stores. docs/records.md describes them.
 const (
 	SchemaLiveAudit = "qinglong/ql3-live-audit@v1"

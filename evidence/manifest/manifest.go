@@ -75,6 +75,9 @@ func Parse(b []byte) ([]Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if objs, ok := parseParallel(chunks); ok {
+		return objs, nil
+	}
 	var objs []Object
 	for _, c := range chunks {
 		o, ok, err := parseDocument(c, len(objs))

@@ -11,7 +11,7 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// chainCases hold the chain's exec records to one kubectl process each (issue 13): every case
+// chainCases hold the chain's exec records to one kubectl process each (docs/issues.md#issue-13): every case
 // passed the audit before the exec reuse, run directory, exec time and argv form checks existed.
 func chainCases() []Rewrite {
 	return []Rewrite{

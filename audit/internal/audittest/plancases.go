@@ -62,7 +62,7 @@ func planEdit(preflight bool, edit func(*evidence.Plan)) func(*Forger, *Fixture)
 }
 
 // planCases: the plan a preflight stored must be the plan re-derived offline from the records it
-// names (issue 9), through a receipt's preflight and with the preflight as the subject.
+// names (docs/issues.md#issue-9), through a receipt's preflight and with the preflight as the subject.
 func planCases() []Rewrite {
 	return []Rewrite{
 		{"control: recovered receipt, its preflight with its true plan against the straight receipt", "", planEdit(false, func(*evidence.Plan) {})},

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/qinglong/ql3/store
+BenchmarkGetVsSHA256-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.9380 get-x-sha256	         0.5779 get-x-sha256-wall	      1498 sha256-MB/s
+BenchmarkGetVsSHA256-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.8000 get-x-sha256	         0.9779 get-x-sha256-wall	      1498 sha256-MB/s
+BenchmarkGetVsSHA256-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.9500 get-x-sha256	         0.5779 get-x-sha256-wall	      1498 sha256-MB/s
+pkg: github.com/qinglong/ql3/audit
+BenchmarkAudit1000-2   	      10	 136317489 ns/op	  10.60 MB/s	 90.5 beyond-hash-cpu-ms/op	 134895768 beyond-hash-ns/op	   1421721 hash-ns/op	67187036 B/op	  941045 allocs/op
+pkg: github.com/qinglong/ql3/deploylog
+BenchmarkLogAppend-2   	    1000	  12345 ns/op	 2 fsyncs/op
+PASS
+`
+
+func TestReport(t *testing.T) {
+	res, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 5 || res[0].name != "BenchmarkGetVsSHA256" || res[3].metrics["beyond-hash-ns/op"] != 134895768 {
+		t.Fatalf("parsed %+v", res)
+	}
+	var b strings.Builder
+	measured, met := report(&b, res)
+	out := b.String()
+	for _, want := range []string{
+		"| store Get / SHA-256 over the same 4 MiB, by thread CPU | >= 0.900 x | 0.938, 0.800, 0.950 | 0.938 x | median only |",
+		"| store Get / SHA-256 over the same 4 MiB, by wall time | >= 0.900 x | 0.578, 0.978, 0.578 | 0.578 x | NO |",
+		"| audit of a 1,000-resource receipt beyond hashing, wall | <= 100.0 ms | 134.9 | 134.9 ms | NO |",
+		"| audit of a 1,000-resource receipt beyond hashing, process CPU | <= 100.0 ms | 90.5 | 90.5 ms | yes, every run |",
+		"| apply / its five kubectl calls, interleaved | <= 1.050 x | not measured (BenchmarkApply/interleaved) | | |",
+		"| BenchmarkLogAppend | 12345 ns/op, 2.000 fsyncs/op |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if measured != 4 || met != 2 {
+		t.Errorf("measured %d met %d\n%s", measured, met, out)
+	}
+}
