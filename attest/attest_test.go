@@ -102,7 +102,8 @@ func TestNoAttestation(t *testing.T) {
 	}
 }
 
-// TestSubjectKind: only receipts and preflight reports are attested.
+// TestSubjectKind: only receipts, preflight reports and live-audit reports are attested
+// (TestLiveAuditAttested in internal/testbed/e2e attests a live-audit report of the real cluster).
 func TestSubjectKind(t *testing.T) {
 	fx := newFixture(t)
 	k, _, _ := signer(t, "p256")

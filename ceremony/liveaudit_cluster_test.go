@@ -18,6 +18,7 @@ import (
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/convergence"
 )
 
 // liveAudit runs the live audit of file and records what it printed.
@@ -245,6 +246,25 @@ func TestLiveAuditTamperedVerdict(t *testing.T) {
 		t.Fatalf("tampered report: code %q, want %s (%v)", got, audit.CodeLiveVerdicts, ar.Err())
 	}
 	b.forged = append(b.forged, d.Digest)
+
+	// Finding 6 of issue 22: the report's own finishedAt moved to 2099 (published again) fails
+	// the binding of its times to its exec records'.
+	la = b.liveReport(res.Report)
+	la.FinishedAt = "2099-01-01T00:00:00Z"
+	d, _, err = st.PutRecord(evidence.MediaTypeLiveAudit, la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+		t.Fatal(err)
+	}
+	if ar, err = audit.Audit(st, d.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if got := refuse.CodeOf(ar.Err()); got != audit.CodeRecordTime {
+		t.Fatalf("report finished in 2099: code %q, want %s (%v)", got, audit.CodeRecordTime, ar.Err())
+	}
+	b.forged = append(b.forged, d.Digest)
 }
 
 func TestLiveAuditBadInput(t *testing.T) {
@@ -404,5 +424,65 @@ func TestLiveAuditReportOfAnotherReceipt(t *testing.T) {
 		if !found || ar.Err() == nil {
 			t.Fatalf("%s: no %s finding on check %q: %+v", v.name, audit.CodeLiveReceipt, v.check, ar.Checks)
 		}
+	}
+}
+
+// Findings 8 and 14 of issue 22: fields another manager adds to a Deployment's pod template, which
+// the release never sets (host namespaces, a hostPath volume of /, SYS_ADMIN, an AppArmor
+// unconfined annotation), are each drift, named with their manager, security-relevant first; the
+// live audit exits LIVE_DRIFT and its report passes the offline audit.
+func TestLiveAuditDriftAddedByOther(t *testing.T) {
+	testcluster.Need(t)
+	b, res := drift(t, func(b *bed) {
+		patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: qinglong-api\n  namespace: " + b.Namespace + "\n" +
+			"spec:\n  template:\n    metadata:\n      annotations:\n        container.apparmor.security.beta.kubernetes.io/api: unconfined\n" +
+			"    spec:\n      hostPID: true\n      hostNetwork: true\n" +
+			"      volumes:\n        - name: host\n          hostPath:\n            path: /\n" +
+			"      containers:\n        - name: api\n          securityContext:\n            capabilities:\n              add: [SYS_ADMIN]\n"
+		kubectl(t, []byte(patch), "apply", "--server-side", "--field-manager=intruder", "-f=-")
+		kubectl(t, nil, "label", "-n", b.Namespace, "configmap/qinglong-config", "team=other")
+	})
+	nc := notConverged(res)
+	v := nc["Deployment/qinglong-api"]
+	if len(nc) != 2 || v.Verdict != evidence.VerdictAddedByOther || !strings.Contains(v.Manager, "intruder (Apply)") || v.Code != string(convergence.CodeAddedByOther) {
+		t.Fatalf("verdicts %+v", nc)
+	}
+	if c := nc["ConfigMap/qinglong-config"]; c.Verdict != evidence.VerdictAddedByOther || c.Path != `metadata.labels.team` || !strings.Contains(c.Manager, "kubectl-label") {
+		t.Fatalf("label verdict %+v", c)
+	}
+	want := map[string]string{
+		"spec.template.spec.hostPID":                                                               "true",
+		"spec.template.spec.hostNetwork":                                                           "true",
+		"spec.template.spec.volumes[name=host]":                                                    `{"hostPath":{"path":"/","type":""},"name":"host"}`,
+		"spec.template.spec.containers[name=api].securityContext.capabilities.add":                 `["SYS_ADMIN"]`,
+		`spec.template.metadata.annotations["container.apparmor.security.beta.kubernetes.io/api"]`: `"unconfined"`,
+	}
+	security := 0
+	for i, a := range res.Added {
+		if a.Kind != "Deployment" {
+			if a.Security || i < len(want) {
+				t.Fatalf("addition %d %+v: not security-relevant, listed among them: %+v", i, a, res.Added)
+			}
+			continue
+		}
+		live, ok := want[a.Path]
+		if !ok || !a.Security || a.Manager != "intruder (Apply)" || (live != "" && a.Live != live) {
+			t.Errorf("addition %+v", a)
+			continue
+		}
+		security++
+		line := ceremony.AddedLine(a)
+		if !strings.Contains(b.out.String(), line+"\n") {
+			t.Errorf("drift line %q missing:\n%s", line, b.out.String())
+		}
+	}
+	if security != len(want) {
+		t.Fatalf("%d of %d security-relevant additions reported: %+v\n%s", security, len(want), res.Added, b.out.String())
+	}
+	if la := b.liveReport(res.Report); la.Judge != evidence.LiveJudgeAdditions || len(la.Added) != len(res.Added) {
+		t.Fatalf("report judge %q, %d additions", la.Judge, len(la.Added))
+	}
+	if !strings.Contains(b.out.String(), "4 of 6 objects converged: DRIFT (2 added-by-other)") {
+		t.Fatalf("summary:\n%s", b.out.String())
 	}
 }
