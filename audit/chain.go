@@ -45,18 +45,25 @@ func (a *auditor) commandCheck(r *run) bool {
 		if pc.Command.Command != r.wantCommand {
 			return "", refuse.New(CodeCommand, "command record %s is a %s command, not %s", r.command.Digest, pc.Command.Command, r.wantCommand)
 		}
-		if pc.Target != r.target {
-			return "", refuse.New(CodeTarget, "command %s has target %s, the record binds %s", pc.Digest, pc.Target, r.target)
-		}
-		if r.fieldManager != evidence.FieldManager {
-			return "", refuse.New(CodeClaim, "record names field manager %q, not %s", r.fieldManager, evidence.FieldManager)
-		}
-		if r.clusterUID != pc.Command.ExpectedClusterUID {
-			return "", refuse.New(CodeClusterUID, "record names cluster %s, the command expects %s", r.clusterUID, pc.Command.ExpectedClusterUID)
-		}
-		r.pc = pc
-		return fmt.Sprintf("%s command %s, target %s", pc.Command.Command, pc.Digest, pc.Target), nil
+		return r.bindCommand(pc, "record")
 	})
+}
+
+// bindCommand requires the command of the right kind, pc, to be the one the run's record (a
+// record, or a report) binds: its target, the field manager and the cluster; r.pc is pc from
+// then on.
+func (r *run) bindCommand(pc *command.Parsed, record string) (string, error) {
+	if pc.Target != r.target {
+		return "", refuse.New(CodeTarget, "command %s has target %s, the %s binds %s", pc.Digest, pc.Target, record, r.target)
+	}
+	if r.fieldManager != evidence.FieldManager {
+		return "", refuse.New(CodeClaim, "record names field manager %q, not %s", r.fieldManager, evidence.FieldManager)
+	}
+	if r.clusterUID != pc.Command.ExpectedClusterUID {
+		return "", refuse.New(CodeClusterUID, "record names cluster %s, the command expects %s", r.clusterUID, pc.Command.ExpectedClusterUID)
+	}
+	r.pc = pc
+	return fmt.Sprintf("%s command %s, target %s", pc.Command.Command, pc.Digest, pc.Target), nil
 }
 
 // inputsCheck binds every input record to the command: role, path, digest, the stored content
@@ -130,7 +137,7 @@ func (a *auditor) commandFileInput(r *run, privateUID int64) error {
 	return stableVerdict(&in, &privateUID)
 }
 
-// stableVerdict re-derives the stable-file verdict (DESIGN §4) from a recorded identity: private
+// stableVerdict re-derives the stable-file verdict (docs/rationale.md#4-private-inputs) from a recorded identity: private
 // inputs are 0600 and share one owner; kubectl is executable, not group/other writable, and owned
 // by that owner or root.
 func stableVerdict(in *evidence.Input, privateUID *int64) error {

@@ -107,7 +107,7 @@ func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablef
 		}},
 		{"write apply command", func() error {
 			if opts.WriteApplyCommand == "" {
-				return nil
+				return skipped{"no --write-apply-command, so no apply command file; the next preflight with --write-apply-command=PATH writes one"}
 			}
 			res.ApplyCommand = opts.WriteApplyCommand
 			return WriteApplyCommand(opts.WriteApplyCommand, pc, res.Preflight)

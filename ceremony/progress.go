@@ -1,6 +1,7 @@
 package ceremony
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -33,13 +34,22 @@ type progress struct {
 	now   func() time.Time
 }
 
+// skipped is what a step returns when it did not run: the step's line says so, with why and what
+// to do instead, and the ceremony goes on.
+type skipped struct{ why string }
+
+func (s skipped) Error() string { return "skipped: " + s.why }
+
 // step runs f as the next step and reports its outcome and duration.
 func (p *progress) step(title string, f func() error) error {
 	p.n++
 	start := p.now()
 	err := f()
 	verdict := "ok"
-	if err != nil {
+	var skip skipped
+	if errors.As(err, &skip) {
+		verdict, err = skip.Error(), nil
+	} else if err != nil {
 		verdict = "refused"
 	}
 	if p.w != nil {

@@ -91,7 +91,8 @@ type Root struct {
 	Created    string
 	// Index are the entries a store needs so that `ql3 audit` finds the root published: a
 	// receipt under its apply command (receipts, intents) and its preflight; a preflight under
-	// its own digest. Order: preflights, intents, receipts (the receipt last).
+	// its own digest. Order: preflights, intents, receipts (the receipt last). CheckClosure puts
+	// before them the entries of the earlier receipts the closure carries (EarlierEntries).
 	Index []store.IndexEntry
 }
 
@@ -349,7 +350,41 @@ func CheckClosure(a *Artifact, blob func(digest.Digest) ([]byte, bool, error)) (
 			return nil, refuse.New(CodeManifest, "annotation %s is %q, the root record says %q", k, a.Annotations[k], want[k])
 		}
 	}
+	earlier, err := EarlierEntries(closure, get)
+	if err != nil {
+		return nil, err
+	}
+	root.Index = append(earlier, root.Index...)
 	return root, nil
+}
+
+// EarlierEntries are the index entries of the receipts a closure carries besides its root (an
+// upgrade's preflight plans against the previous receipt, which its plan names, so the closure of
+// the 3.4.2 receipt holds the 3.4.1 receipt and its whole closure): each receipt's preflight,
+// intent and receipt entries, as the store that published it wrote them. Without them the audit
+// of the root, where the closure lands, could not find the previous receipt published
+// (AUDIT_PLAN_PREVIOUS). Oldest first: the closure reaches the newest earlier receipt first.
+func EarlierEntries(closure []evidence.Descriptor, get func(evidence.Descriptor) ([]byte, error)) ([]store.IndexEntry, error) {
+	var groups [][]store.IndexEntry
+	for _, d := range closure[1:] {
+		if d.MediaType != evidence.MediaTypeReceipt {
+			continue
+		}
+		b, err := get(d)
+		if err != nil {
+			return nil, err
+		}
+		r, err := ParseRoot(d.Digest, b)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, r.Index)
+	}
+	var out []store.IndexEntry
+	for i := len(groups) - 1; i >= 0; i-- {
+		out = append(out, groups[i]...)
+	}
+	return out, nil
 }
 
 // Source is the read side of an evidence store that push and export read from: every method

@@ -342,6 +342,14 @@ func (l *Layout) load() error {
 		if r.Descriptor != a.Root {
 			return refuse.New(CodeNotClosure, "manifest %s: first layer is not the root descriptor", m.Digest)
 		}
+		// The earlier receipts this root's closure carries are published with it, as a pull
+		// publishes them (EarlierEntries); the layers stand for the closure here, which Verify
+		// and the auditor check.
+		earlier, err := EarlierEntries(a.Layers, func(d evidence.Descriptor) ([]byte, error) { return l.blob(d.Digest, store.MaxObjectSize) })
+		if err != nil {
+			return err
+		}
+		r.Index = append(earlier, r.Index...)
 		for _, e := range r.Index {
 			if old, ok := l.index[e.Kind][e.Key]; ok && old != e.Descriptor {
 				return refuse.New(store.CodeIndexConflict, "two manifests of the layout publish index %s entry %s differently", e.Kind, e.Key)

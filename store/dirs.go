@@ -5,12 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -66,85 +65,15 @@ type heldDir struct {
 	dev, ino uint64
 }
 
-// Test hooks. Production code never changes them.
-var (
-	useOpenat2 = true         // false makes tests exercise the O_NOFOLLOW walk
-	openat2    = unix.Openat2 // tests make it fail as an old kernel would
-)
-
-// openat2Missing is set once openat2 turns out to be unavailable, so the walk is used from then on.
-var openat2Missing atomic.Bool
-
-// pathFlags open a directory for lookups only: O_PATH needs search permission, not read, so a
-// directory of the wrong mode or owner is refused by its check rather than by EACCES.
-const pathFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
-
-// resolveDir opens name relative to dirfd (AT_FDCWD with an absolute name for the root) with
-// O_PATH, following no symlink in any component: openat2(RESOLVE_NO_SYMLINKS), or where openat2
-// is missing (before Linux 5.6, or a seccomp filter that does not know it) a walk that opens one
-// component at a time with O_NOFOLLOW relative to its parent's descriptor.
-func resolveDir(dirfd int, name string) (int, error) {
-	if useOpenat2 && !openat2Missing.Load() {
-		fd, err := retryEINTR(func() (int, error) {
-			return openat2(dirfd, name, &unix.OpenHow{Flags: pathFlags, Resolve: unix.RESOLVE_NO_SYMLINKS})
-		})
-		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
-			return fd, err
-		}
-		openat2Missing.Store(true)
-	}
-	return walk(dirfd, name)
-}
-
-// walk is resolveDir without openat2. With O_PATH|O_NOFOLLOW|O_DIRECTORY a symlink component
-// fails with ENOTDIR; fstatat tells it apart from a component that is a file, so both resolvers
-// report a symlink as ELOOP.
-func walk(dirfd int, name string) (int, error) {
-	start, rest := ".", name
-	if strings.HasPrefix(name, "/") {
-		start, rest = "/", name[1:]
-	}
-	fd, err := retryEINTR(func() (int, error) { return unix.Openat(dirfd, start, pathFlags, 0) })
-	if err != nil {
-		return -1, err
-	}
-	for _, c := range strings.Split(rest, "/") {
-		if c == "" {
-			continue
-		}
-		next, err := retryEINTR(func() (int, error) { return unix.Openat(fd, c, pathFlags|unix.O_NOFOLLOW, 0) })
-		if err != nil {
-			var st unix.Stat_t
-			if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				err = unix.ELOOP
-			}
-			unix.Close(fd)
-			return -1, err
-		}
-		unix.Close(fd)
-		fd = next
-	}
-	return fd, nil
-}
-
-func retryEINTR(f func() (int, error)) (int, error) {
-	for {
-		fd, err := f()
-		if !errors.Is(err, unix.EINTR) {
-			return fd, err
-		}
-	}
-}
-
 // openDir resolves name relative to dirfd without following a symlink, checks the directory
 // (type, mode 0700, owner) on the resolved descriptor and reopens that very inode for reading.
 func openDir(dirfd int, name, rel string) (heldDir, error) {
-	pfd, err := resolveDir(dirfd, name)
+	pfd, err := sysfile.ResolveDir(dirfd, name)
 	if err != nil {
 		if dirfd == unix.AT_FDCWD {
 			if errors.Is(err, unix.ENOENT) {
 				return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store %s does not exist", name).
-					WithHint("create it with: ql3 store init %s", name)
+					WithHint("create it with: %s", refuse.ShellLine("ql3", "store", "init", name))
 			}
 			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", name).
 				WithHint("name the store by its canonical path (realpath), with no symbolic link in it")
@@ -162,9 +91,7 @@ func openDir(dirfd int, name, rel string) (heldDir, error) {
 	if err := checkDir(&st, rel); err != nil {
 		return heldDir{fd: -1}, err
 	}
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sysfile.ReopenDir(pfd)
 	if err != nil {
 		return heldDir{fd: -1}, refuse.Wrap(CodeStoreIO, err, "open store directory %s", rel)
 	}
@@ -222,7 +149,7 @@ func openRoot(root string, create bool) (heldDir, error) {
 		return openDir(unix.AT_FDCWD, root, root)
 	}
 	parent := filepath.Dir(root)
-	pfd, err := resolveDir(unix.AT_FDCWD, parent)
+	pfd, err := sysfile.ResolveDir(unix.AT_FDCWD, parent)
 	if err != nil {
 		return heldDir{fd: -1}, refuse.Wrap(CodeStoreRoot, err, "the parent directory of store %s is missing or has a symlink component", root)
 	}
@@ -252,7 +179,7 @@ func closeDirs(dirs *[nDirs]heldDir) error {
 // store path swapped for a symlink (to another store, or to this very directory after a rename),
 // renamed away or replaced fails it.
 func (s *Store) checkRoot() error {
-	fd, err := resolveDir(unix.AT_FDCWD, s.root)
+	fd, err := sysfile.ResolveDir(unix.AT_FDCWD, s.root)
 	if err != nil {
 		return refuse.Wrap(CodeRootMoved, err, "store path %s no longer resolves without a symlink to the directory opened", s.root).
 			WithHint("the store directory was moved or swapped for a link while the command ran; nothing was published")
@@ -282,9 +209,7 @@ func (s *Store) checkRoot() error {
 // descriptor of the same inode ("." relative to dirfd): a directory's read offset belongs to the
 // open file, and the held one is shared by concurrent calls.
 func listDir(dirfd int, rel string) ([]string, error) {
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sysfile.ReopenDir(dirfd)
 	if err != nil {
 		return nil, refuse.Wrap(CodeStoreIO, err, "open %s for listing", rel)
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -17,8 +18,7 @@ import (
 func resolvers(t *testing.T, f func(t *testing.T)) {
 	t.Run("openat2", f)
 	t.Run("walk", func(t *testing.T) {
-		useOpenat2 = false
-		t.Cleanup(func() { useOpenat2 = true })
+		t.Cleanup(sysfile.SetResolverForTest(sysfile.ResolverForTest{Walk: true}))
 		f(t)
 	})
 }
@@ -287,11 +287,11 @@ func TestOpenSymlinkRefused(t *testing.T) {
 // which resolves and refuses the same way.
 func TestOpenat2Unavailable(t *testing.T) {
 	calls := 0
-	openat2 = func(int, string, *unix.OpenHow) (int, error) { calls++; return -1, unix.ENOSYS }
-	t.Cleanup(func() { openat2 = unix.Openat2; openat2Missing.Store(false) })
+	t.Cleanup(sysfile.SetResolverForTest(sysfile.ResolverForTest{
+		Openat2: func(int, string, *unix.OpenHow) (int, error) { calls++; return -1, unix.ENOSYS }}))
 	s := newStore(t)
-	if calls != 1 || !openat2Missing.Load() {
-		t.Fatalf("openat2 called %d times, missing %v", calls, openat2Missing.Load())
+	if calls != 1 || !sysfile.Openat2Missing() {
+		t.Fatalf("openat2 called %d times, missing %v", calls, sysfile.Openat2Missing())
 	}
 	d, err := s.PutBlob(evidence.MediaTypeOctets, []byte("walk"))
 	must(t, err)

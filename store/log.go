@@ -13,6 +13,7 @@ import (
 
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -131,7 +132,7 @@ func (s *Store) openLog(partial bool) (*logDirs, bool, error) {
 // readLogFile reads a log file under an object's file rules (no symlink, regular, 0400, owner,
 // one link) and at most max bytes. A missing file is OBJECT_NOT_FOUND.
 func readLogFile(dirfd int, name, rel string, max int64) ([]byte, error) {
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := sysfile.RetryEINTR(func() (int, error) {
 		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	})
 	if errors.Is(err, unix.ENOENT) {
@@ -163,7 +164,7 @@ func readLogFile(dirfd int, name, rel string, max int64) ([]byte, error) {
 // other too). Every publication holds it from the check that its entry is new to the entry's
 // rename, so that the log's order is the order in which entries appear.
 func (s *Store) lockPublish() (func(), error) {
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := sysfile.RetryEINTR(func() (int, error) {
 		return unix.Openat(s.dirs[dRoot].fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if err != nil {

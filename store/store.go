@@ -1,4 +1,4 @@
-// Package store is ql3's content-addressed evidence store (DESIGN §7): OCI image-layout blobs
+// Package store is ql3's content-addressed evidence store (docs/rationale.md#7-the-evidence-store): OCI image-layout blobs
 // under blobs/sha256/, no-replace index pointers under index/<kind>/, staging under tmp/ and
 // per-command lock files under locks/.
 package store
@@ -23,6 +23,7 @@ import (
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/input"
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -143,7 +144,7 @@ func open(root string, create bool) (*Store, error) {
 }
 
 func (s *Store) checkMarker() error {
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := sysfile.RetryEINTR(func() (int, error) {
 		return unix.Openat(s.dirs[dRoot].fd, markerName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	})
 	if err != nil { // missing, a symlink (O_NOFOLLOW), unreadable: one refusal for them all
@@ -207,7 +208,7 @@ func (s *Store) stage(b []byte, sync bool) (*staged, error) {
 	for try := 0; ; try++ {
 		st.name = "stage-" + strconv.FormatUint(rand.Uint64(), 36)
 		var err error
-		fd, err = retryEINTR(func() (int, error) {
+		fd, err = sysfile.RetryEINTR(func() (int, error) {
 			return unix.Openat(tmp, st.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		})
 		if err == nil {
@@ -218,7 +219,7 @@ func (s *Store) stage(b []byte, sync bool) (*staged, error) {
 		}
 	}
 	st.fd = fd
-	err := writeAll(fd, b)
+	err := sysfile.WriteAll(fd, b)
 	if err == nil {
 		err = unix.Fchmod(fd, ObjectMode)
 	}
@@ -230,23 +231,6 @@ func (s *Store) stage(b []byte, sync bool) (*staged, error) {
 		return nil, refuse.Wrap(CodeStoreIO, err, "write staging file")
 	}
 	return st, nil
-}
-
-func writeAll(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return io.ErrShortWrite
-		}
-		b = b[n:]
-	}
-	return nil
 }
 
 // sync makes the staged content durable and closes its descriptor.
@@ -424,7 +408,7 @@ func openObject(dirfd int, name string, d digest.Digest) (*os.File, int64, error
 // openObjectFD is openObject returning the bare descriptor, which the caller closes: the reads of
 // a listing (thousands of small files) skip os.File's set-up and the poller.
 func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := sysfile.RetryEINTR(func() (int, error) {
 		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	})
 	if err != nil {
@@ -786,7 +770,7 @@ func (s *Store) Lock(ctx context.Context, name digest.Digest) (func() error, err
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := sysfile.RetryEINTR(func() (int, error) {
 		return unix.Openat(s.dirs[dLocks].fd, name.Encoded()+".lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	})
 	s.mu.RUnlock() // the lock file's own descriptor carries the lock from here

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -24,6 +27,7 @@ type ceremonyOptions struct {
 	writeApply   string
 	stepTimeout  time.Duration
 	writeApplyOK bool // the subcommand takes --write-apply-command at all
+	logKey       logKeyFlag
 	// live-audit only: compare the cluster with a receipt a later one superseded.
 	allowSuperseded bool
 }
@@ -39,6 +43,7 @@ func newCeremonyCmd(root *RootOptions, use, want, short, example string) *cobra.
 	})
 	pathVar(c.Flags(), &o.commandFile, "command-file", "the private command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	o.logKey.register(c)
 	if o.writeApplyOK {
 		pathVar(c.Flags(), &o.writeApply, "write-apply-command", "preflight: write the apply command file here (0600, never replaced)")
 	}
@@ -73,6 +78,7 @@ func (o *ceremonyOptions) validate() error {
 // file names its store; ql3 never silently uses another) and --write-apply-command on a file that
 // is not a preflight.
 func (o *ceremonyOptions) checkFile(c *evidence.Command) error {
+	o.root.usedStore = c.Store
 	if o.root.Store != "" && o.root.Store != c.Store {
 		return refuse.New(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, c.Store).
 			WithHint("drop %s: a ceremony always uses its command file's store", o.root.storeName())
@@ -102,24 +108,63 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 		if err != nil {
 			return err
 		}
-		return o.root.printAudit(s.out, rep)
+		if err := o.root.printAudit(s.out, rep); err != nil {
+			return err
+		}
+		return next(s, "ql3 describe --store "+shellQuote(c.Store)+" "+string(*c.Receipt))
+	}
+	if err := o.logKey.prepare(c.Store); err != nil {
+		return err
 	}
 	if c.Command == evidence.CommandLiveAudit {
-		return o.liveAudit(ctx, s)
+		return o.liveAudit(ctx, s, c.Store)
 	}
 	res, err := ceremony.Execute(ctx, ceremony.Options{CommandFile: o.commandFile, WriteApplyCommand: o.writeApply,
 		StepTimeout: o.stepTimeout, Progress: s.err}, cf)
+	if res != nil && (res.Preflight != "" || res.Receipt != "") {
+		// Published (a refusal after the preflight report was published included): sign the
+		// checkpoint that includes it before exiting.
+		if serr := o.logKey.sign(c.Store, s.err); serr != nil && err == nil {
+			return serr
+		}
+	}
 	if err != nil && res != nil && res.Preflight != "" {
 		return o.publishedButRefused(s, res, err)
 	}
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, ceremonyResult{res}, nil)
+	r := ceremonyResult{Result: res, Next: o.next(res)}
+	if err := o.root.printResult(s.out, r, nil); err != nil {
+		return err
+	}
+	return next(s, r.Next)
+}
+
+// next is the command to run after a successful preflight or apply.
+func (o *ceremonyOptions) next(res *ceremony.Result) string {
+	if res.Command == evidence.CommandPreflight {
+		if res.ApplyCommand != "" {
+			return "ql3 apply --command-file=" + shellQuote(res.ApplyCommand)
+		}
+		return "ql3 preflight --command-file=" + shellQuote(o.commandFile) + " --write-apply-command=" +
+			shellQuote(strings.TrimSuffix(o.commandFile, filepath.Ext(o.commandFile))+"-apply.json")
+	}
+	return "ql3 live-audit --command-file=" + shellQuote(o.commandFile)
+}
+
+// next ends a successful ceremony's progress with the command to run next, as command new ends
+// its output: on stderr, so that stdout stays the one digest a script reads.
+func next(s streams, cmd string) error {
+	_, err := fmt.Fprintf(s.err, "next: %s\n", cmd)
+	return err
 }
 
 // ceremonyResult: the result of a preflight or an apply; its text is the digest it published.
-type ceremonyResult struct{ *ceremony.Result }
+type ceremonyResult struct {
+	*ceremony.Result
+	Next string `json:"next"`
+}
 
 func (r ceremonyResult) writeText(w io.Writer) error {
 	d := r.Receipt
@@ -133,9 +178,11 @@ func (r ceremonyResult) writeText(w io.Writer) error {
 // could not be written: the digest still goes to stdout (in json, beside the refusal), since the
 // report is in the store and an apply command can still consume it.
 func (o *ceremonyOptions) publishedButRefused(s streams, res *ceremony.Result, err error) error {
-	if _, ok := refuse.As(err); !ok {
+	r, ok := refuse.As(err)
+	if !ok {
 		return err
 	}
+	pointAtStore(r, o.root.usedStore)
 	return o.root.printResult(s.out, publishedRefusal{failureOf(err), res.Preflight}, err)
 }
 

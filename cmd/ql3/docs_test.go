@@ -107,3 +107,35 @@ func TestNoInitRegistration(t *testing.T) {
 		}
 	}
 }
+
+// TestMaterializeDocMatchesOutput: the example of docs/materialize.md is what lock materialize
+// prints, byte for byte (the documented --out replaced by a fresh directory).
+func TestMaterializeDocMatchesOutput(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/materialize.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "```\n$ ql3 lock materialize ")
+	block, _, ok2 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/materialize.md has no lock materialize example")
+	}
+	cmdline, want, _ := strings.Cut(strings.ReplaceAll(block, "\\\n    ", ""), "\n")
+	out := filepath.Join(t.TempDir(), "lock")
+	args := append([]string{"lock", "materialize"}, strings.Fields(cmdline)...)
+	for i, a := range args {
+		if strings.HasPrefix(a, "testdata/") {
+			args[i] = "../../" + a
+		}
+		if a == "/tmp/lock" {
+			args[i] = out
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if st := execute(context.Background(), args, &stdout, &stderr); st != 0 {
+		t.Fatalf("exit %d: %s", st, stderr.String())
+	}
+	if got := strings.ReplaceAll(stdout.String(), out, "/tmp/lock"); got != want {
+		t.Fatalf("docs/materialize.md shows\n%s\nlock materialize prints\n%s", want, got)
+	}
+}

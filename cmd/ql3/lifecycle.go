@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -37,6 +38,7 @@ func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 	})
 	pathVar(c.Flags(), &o.commandFile, "command-file", "the apply or live-audit command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	o.logKey.register(c)
 	c.Flags().BoolVar(&o.allowSuperseded, "allow-superseded", false, "compare the cluster with the receipt even when a later receipt superseded it (LIVE_AUDIT_SUPERSEDED otherwise)")
 	return c
 }
@@ -49,18 +51,28 @@ func (o *liveAuditOptions) run(ctx context.Context, s streams) error {
 	if err := o.checkFile(&cf.Parsed.Command); err != nil {
 		return err
 	}
-	return o.liveAudit(ctx, s)
+	if err := o.logKey.prepare(cf.Parsed.Command.Store); err != nil {
+		return err
+	}
+	return o.liveAudit(ctx, s, cf.Parsed.Command.Store)
 }
 
 // liveAudit runs the live audit of the command file and prints its result; a drift refusal comes
 // with a published report, which is printed before the refusal.
-func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams) error {
+func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams, storeDir string) error {
 	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err,
 		AllowSuperseded: o.allowSuperseded})
 	if res == nil {
 		return err
 	}
-	return o.root.printResult(s.out, liveAuditResult{res}, err)
+	// The report is published, drift or not: sign the checkpoint that includes it.
+	if serr := o.logKey.sign(storeDir, s.err); serr != nil && err == nil {
+		err = serr
+	}
+	if err := o.root.printResult(s.out, liveAuditResult{res}, err); err != nil {
+		return err
+	}
+	return next(s, "ql3 status --command-file="+shellQuote(o.commandFile))
 }
 
 // liveAuditResult: the live-audit result with every verdict; it carries its own ok.
@@ -82,21 +94,30 @@ type historyOptions struct {
 func newHistoryCmd(root *RootOptions) *cobra.Command {
 	o := &historyOptions{root: root}
 	c := readsStore(&cobra.Command{
-		Use:   "history [--cluster UID]",
+		Use:   "history [--cluster-uid UID]",
 		Short: "List receipts, preflights, live audits and unfinished applies, newest first (offline)",
 		Long: "Reads the store offline and prints one line per receipt, preflight report, live-audit report\n" +
 			"and unfinished apply, newest first: the time, the kind, the release, the cluster UID, the\n" +
 			"context, whether it recovered, the live-audit verdict and a short digest (docs/lifecycle.md).",
-		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
+		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
 	})
+	c.Flags().StringVar(&o.cluster, "cluster-uid", "", "only this kube-system UID")
+	// --cluster was this flag's first name; --cluster-uid is its name everywhere (docs/cli.md).
 	c.Flags().StringVar(&o.cluster, "cluster", "", "only this kube-system UID")
+	_ = c.Flags().MarkHidden("cluster")
 	return c
 }
 
-func (o *historyOptions) complete(*cobra.Command, []string) error { return nil }
-func (o *historyOptions) validate() error                         { return nil }
+func (o *historyOptions) complete(c *cobra.Command, _ []string) error {
+	if c.Flags().Changed("cluster") {
+		// On stderr: pflag's own deprecation notice goes to stdout, which -o json keeps to one object.
+		fmt.Fprintln(c.ErrOrStderr(), "ql3: warning: --cluster is deprecated: use --cluster-uid")
+	}
+	return nil
+}
+func (o *historyOptions) validate() error { return nil }
 func (o *historyOptions) run(_ context.Context, s streams) error {
 	st, err := o.root.OpenStore()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +41,8 @@ type RootOptions struct {
 	Output string // text or json (-o, --output)
 	Store  string // store directory (--store, or QL3_STORE), absolute once the flags are parsed
 
-	storeFromEnv bool // Store came from QL3_STORE, not from --store
+	storeFromEnv bool   // Store came from QL3_STORE, not from --store
+	usedStore    string // the store the command read or wrote, for the pointers of its refusals
 }
 
 // streams are a command's outputs: results on out, progress and refusals on err.
@@ -89,7 +91,29 @@ func (o *RootOptions) OpenStore() (*store.Store, error) {
 	if o.Store == "" {
 		return nil, missingFlags("--store (or QL3_STORE)")
 	}
+	o.usedStore = o.Store
 	return store.Open(o.Store)
+}
+
+// storeCat is how a refusal points at a stored blob (kubeout.StoreRef).
+const storeCat = "see: ql3 store cat sha256:"
+
+// pointAtStore puts --store DIR into every `see: ql3 store cat DIGEST` pointer of r's chain, so
+// that the pointer runs as printed from any directory, without QL3_STORE.
+func pointAtStore(r *refuse.Error, dir string) {
+	if dir == "" {
+		return
+	}
+	with := "see: ql3 store cat --store " + shellQuote(dir) + " sha256:"
+	for e := r; e != nil; {
+		e.Msg = strings.ReplaceAll(e.Msg, storeCat, with)
+		e.Hint = strings.ReplaceAll(e.Hint, storeCat, with)
+		next, ok := refuse.As(e.Err)
+		if !ok || next == e {
+			break
+		}
+		e = next
+	}
 }
 
 // failure is the JSON result object of a refusal.
@@ -185,6 +209,7 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newDescribeCmd(o),
 		newAttestCmd(o),
 		newStoreCmd(o),
+		newLogCmd(o),
 		newLockCmd(o),
 		newCanonicalizeCmd(o),
 		newVersionCmd(o),
@@ -202,6 +227,7 @@ func report(o *RootOptions, stdout, stderr io.Writer, err error) int {
 		return refuse.ExitOK
 	}
 	r := asRefusal(err)
+	pointAtStore(r, o.usedStore)
 	status := refuse.ExitStatus(r.Code)
 	kind := "refused"
 	if status == refuse.ExitUsage {

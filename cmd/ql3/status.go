@@ -68,6 +68,7 @@ func (o *statusOptions) run(ctx context.Context, s streams) error {
 		if err != nil {
 			return err
 		}
+		o.root.usedStore = cf.Parsed.Command.Store
 		if o.root.Store != "" && o.root.Store != cf.Parsed.Command.Store {
 			return refuse.New(CodeFlagNotApplicable, "%s names store %s, the command file names %s", o.root.storeName(), o.root.Store, cf.Parsed.Command.Store).
 				WithHint("drop %s: status uses its command file's store", o.root.storeName())

@@ -9,12 +9,12 @@
 package input
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -52,7 +52,7 @@ func ReadFile(path string, ceiling int64) ([]byte, error) {
 	if err := checkRegular(path, &st); err != nil {
 		return nil, err
 	}
-	fd, err := ignoringEINTR(func() (int, error) { return unix.Open(path, openFlags, 0) })
+	fd, err := sysfile.RetryEINTR(func() (int, error) { return unix.Open(path, openFlags, 0) })
 	if err != nil {
 		return nil, openErr(path, err)
 	}
@@ -107,10 +107,7 @@ func ReadFD(fd int, size, ceiling int64) ([]byte, error) {
 			b = append(b, make([]byte, min(int64(cap(b)), limit-int64(len(b))))...)[:len(b)]
 		}
 		asked := min(int64(cap(b)), limit) - int64(len(b))
-		n, err := unix.Pread(fd, b[len(b):len(b)+int(asked)], int64(len(b)))
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sysfile.RetryEINTR(func() (int, error) { return unix.Pread(fd, b[len(b):len(b)+int(asked)], int64(len(b))) })
 		if err != nil {
 			return nil, err
 		}
@@ -171,21 +168,12 @@ func Kind(mode uint32) string {
 }
 
 func openErr(path string, err error) error {
-	switch {
-	case errors.Is(err, unix.ELOOP):
+	switch sysfile.CauseOf(err) {
+	case sysfile.CauseSymlink:
 		return refuse.New(CodeSymlink, "%s is a symlink", path).
 			WithHint("name the file itself, not a symbolic link to it")
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+	case sysfile.CauseNotFound:
 		return refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", path)
 	}
 	return refuse.Wrap(CodeRead, err, "%s cannot be opened", path)
-}
-
-func ignoringEINTR(f func() (int, error)) (int, error) {
-	for {
-		fd, err := f()
-		if !errors.Is(err, unix.EINTR) {
-			return fd, err
-		}
-	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -51,7 +52,7 @@ func Create(role, path string, b []byte) error {
 		return fail(err, "staging name")
 	}
 	stage := ".ql3-stage-" + hex.EncodeToString(rnd[:])
-	fd, err := ignoringEINTR(func() (int, error) {
+	fd, err := sysfile.RetryEINTR(func() (int, error) {
 		return unix.Openat(dirfd, stage, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, privateFileMode)
 	})
 	if err != nil {
@@ -63,7 +64,7 @@ func Create(role, path string, b []byte) error {
 			_ = unix.Unlinkat(dirfd, stage, 0)
 		}
 	}()
-	werr := writeAll(fd, b)
+	werr := sysfile.WriteAll(fd, b)
 	if werr == nil {
 		werr = unix.Fchmod(fd, privateFileMode) // the umask may have cleared bits; exactly 0600
 	}
@@ -86,7 +87,7 @@ func Create(role, path string, b []byte) error {
 	}
 	committed = true
 	// The file is in place; a failed directory sync is reported, the file stays.
-	if err := syncDir(dirfd); err != nil {
+	if err := sysfile.SyncDir(dirfd); err != nil {
 		return fail(err, "sync directory")
 	}
 	return nil
@@ -117,30 +118,4 @@ func openPrivateDir(role, path string) (int, error) {
 		return -1, refuse.Wrap(CodeCreate, err, "%s %s cannot be looked up", role, path)
 	}
 	return dirfd, nil
-}
-
-func writeAll(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// syncDir fsyncs the directory an O_PATH descriptor names (fsync needs a readable descriptor).
-func syncDir(dirfd int) error {
-	fd, err := ignoringEINTR(func() (int, error) {
-		return unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fsync(fd)
 }

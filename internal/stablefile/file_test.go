@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -317,9 +319,8 @@ func TestOpenat2Missing(t *testing.T) {
 	for _, errno := range []unix.Errno{unix.ENOSYS, unix.EPERM} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			calls := 0
-			old := openat2
-			openat2 = func(int, string, *unix.OpenHow) (int, error) { calls++; return -1, errno }
-			t.Cleanup(func() { openat2 = old; openat2Missing.Store(false) })
+			t.Cleanup(sysfile.SetResolverForTest(sysfile.ResolverForTest{
+				Openat2: func(int, string, *unix.OpenHow) (int, error) { calls++; return -1, errno }}))
 			p := privateFile(t, []byte("x"))
 			_, err := Read(p, evidence.RoleKubeconfig, testCeiling)
 			must(t, err)
@@ -327,9 +328,25 @@ func TestOpenat2Missing(t *testing.T) {
 			must(t, os.Symlink(d, d+".link"))
 			_, err = Read(d+".link/input", evidence.RoleKubeconfig, testCeiling)
 			wantCode(t, err, CodeSymlink)
-			if calls != 1 || !openat2Missing.Load() {
-				t.Fatalf("openat2 called %d times, missing %v: the fallback is not remembered", calls, openat2Missing.Load())
+			if calls != 1 || !sysfile.Openat2Missing() {
+				t.Fatalf("openat2 called %d times, missing %v: the fallback is not remembered", calls, sysfile.Openat2Missing())
 			}
 		})
 	}
+}
+
+// TestReadIO: a failure that is neither a missing component nor a symlink is INPUT_IO, with
+// both resolvers: a directory name longer than the kernel takes (ENAMETOOLONG), in the
+// directory part and as the last component, for a private input and for the executable.
+func TestReadIO(t *testing.T) {
+	resolvers(t, func(t *testing.T) {
+		long := strings.Repeat("n", 300)
+		dir := privateDir(t)
+		for _, p := range []string{dir + "/" + long + "/input", dir + "/" + long} {
+			_, err := Read(p, evidence.RoleKubeconfig, testCeiling)
+			wantCode(t, err, CodeIO)
+			_, err = OpenExecutable(p, digest.FromString(""))
+			wantCode(t, err, CodeIO)
+		}
+	})
 }

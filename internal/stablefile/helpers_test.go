@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -21,11 +22,9 @@ func resolvers(t *testing.T, f func(t *testing.T)) {
 		openat2 bool
 	}{{"openat2", true}, {"walk", false}} {
 		t.Run(r.name, func(t *testing.T) {
-			old := useOpenat2
-			useOpenat2 = r.openat2
-			t.Cleanup(func() { useOpenat2 = old })
+			t.Cleanup(sysfile.SetResolverForTest(sysfile.ResolverForTest{Walk: !r.openat2}))
 			f(t)
-			if r.openat2 && openat2Missing.Load() {
+			if r.openat2 && sysfile.Openat2Missing() {
 				t.Log("openat2 is unavailable here: the walk ran in its place")
 			}
 		})

@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/internal/input"
+	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -29,17 +29,9 @@ const (
 
 // Test hooks. Production code never changes them.
 var (
-	useOpenat2     = true         // false makes tests exercise the openat walk
-	openat2        = unix.Openat2 // tests make it fail as an old kernel would
-	getuid         = os.Getuid    // lets tests act as a non-root operator
-	hookBeforeOpen = func() {}    // runs between the leaf's fstatat and its open
+	getuid         = os.Getuid // lets tests act as a non-root operator
+	hookBeforeOpen = func() {} // runs between the leaf's fstatat and its open
 )
-
-// openat2Missing is set once openat2 turns out to be unavailable, so the walk is used from then on.
-var openat2Missing atomic.Bool
-
-// dirFlags opens a directory for lookups only: O_PATH needs search permission, not read.
-const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
 
 // leafFlags opens the final component: O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a FIFO
 // swapped in after the type check from blocking the open, O_NOCTTY keeps a terminal from
@@ -119,24 +111,9 @@ func OpenDir(p string) (int, unix.Stat_t, error) {
 	return fd, st, nil
 }
 
-// openDir opens dir symlink-free. The kernel enforces the no-symlink rule through
-// openat2(RESOLVE_NO_SYMLINKS); where openat2 is missing, a walk opens one component at a time.
+// openDir opens dir symlink-free (sysfile.ResolveDir) and states it.
 func openDir(dir string) (int, unix.Stat_t, error) {
-	var fd int
-	var err error
-	if useOpenat2 && !openat2Missing.Load() {
-		fd, err = ignoringEINTR(func() (int, error) {
-			return openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: uint64(dirFlags),
-				Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
-		})
-		// ENOSYS: kernel before 5.6; EPERM: a seccomp filter that does not know the call.
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-			openat2Missing.Store(true)
-		}
-	}
-	if !useOpenat2 || openat2Missing.Load() {
-		fd, err = walk(dir)
-	}
+	fd, err := sysfile.ResolveDir(unix.AT_FDCWD, dir)
 	if err != nil {
 		return -1, unix.Stat_t{}, err
 	}
@@ -146,33 +123,6 @@ func openDir(dir string) (int, unix.Stat_t, error) {
 		return -1, st, fmt.Errorf("stat directory: %w", err)
 	}
 	return fd, st, nil
-}
-
-// walk resolves dir from "/" one component at a time, each opened with O_NOFOLLOW relative to
-// the descriptor of its parent. A symlink component fails the open (ENOTDIR with O_PATH); fstatat
-// tells it apart from a component that is a file.
-func walk(dir string) (int, error) {
-	fd, err := ignoringEINTR(func() (int, error) { return unix.Open("/", dirFlags, 0) })
-	if err != nil {
-		return -1, err
-	}
-	for _, c := range strings.Split(dir, "/")[1:] {
-		if c == "" { // dir is "/"
-			break
-		}
-		next, err := ignoringEINTR(func() (int, error) { return unix.Openat(fd, c, dirFlags|unix.O_NOFOLLOW, 0) })
-		if err != nil {
-			var st unix.Stat_t
-			if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				err = unix.ELOOP
-			}
-			unix.Close(fd)
-			return -1, err
-		}
-		unix.Close(fd)
-		fd = next
-	}
-	return fd, nil
 }
 
 // openLeaf opens the last component of p relative to dirfd. A file that is not regular when
@@ -188,7 +138,7 @@ func openLeaf(dirfd int, p string, notRegular refuse.Code) (int, unix.Stat_t, er
 		return -1, st, err
 	}
 	hookBeforeOpen()
-	fd, err := ignoringEINTR(func() (int, error) { return unix.Openat(dirfd, base, leafFlags, 0) })
+	fd, err := sysfile.RetryEINTR(func() (int, error) { return unix.Openat(dirfd, base, leafFlags, 0) })
 	if err != nil {
 		return -1, st, resolveErr(p, err)
 	}
@@ -215,10 +165,10 @@ func checkRegular(p string, st *unix.Stat_t, notRegular refuse.Code) error {
 
 // resolveErr turns a failed open or stat of p into its refusal.
 func resolveErr(p string, err error) error {
-	switch {
-	case errors.Is(err, unix.ELOOP):
+	switch sysfile.CauseOf(err) {
+	case sysfile.CauseSymlink:
 		return symlinkErr(p)
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+	case sysfile.CauseNotFound:
 		return refuse.Wrap(CodeNotFound, err, "%s does not exist (or a component is not a directory)", p)
 	}
 	return refuse.Wrap(CodeIO, err, "%s cannot be opened", p)
@@ -247,13 +197,4 @@ func labeled(role string, err error) error {
 		r.Msg = role + " " + r.Msg
 	}
 	return err
-}
-
-func ignoringEINTR(f func() (int, error)) (int, error) {
-	for {
-		fd, err := f()
-		if !errors.Is(err, unix.EINTR) {
-			return fd, err
-		}
-	}
 }
