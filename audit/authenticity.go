@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/attest"
+	"github.com/qinglong/ql3/deploylog"
 )
 
 // authenticityUnsigned is the notChecked line of an audit that verifies no attestation.
@@ -19,6 +20,11 @@ type Options struct {
 	// Keys are the trusted public keys: at least one attestation of the subject must verify
 	// against one of them, and none signed by them may state something false.
 	Keys []*attest.PublicKey
+	// LogVerifier, when set, makes the subject's inclusion in a trusted checkpoint of its
+	// deployment log a check (docs/log.md): proven from LogProof (a tlog-proof file's bytes) when
+	// given, else from the source's own log.
+	LogVerifier deploylog.CheckpointVerifier
+	LogProof    []byte
 }
 
 // AuditWith audits subject with opts: the record checks of Audit, then its attestations.
@@ -28,6 +34,7 @@ func AuditWith(src Source, subject digest.Digest, opts Options) (*Report, error)
 		return rep, err
 	}
 	authenticity(src, rep, opts.Keys)
+	logInclusion(src, rep, opts)
 	return rep, nil
 }
 

@@ -18,13 +18,14 @@ type attestOptions struct {
 	root    *RootOptions
 	keyPath string
 	subject digestRef
+	logKey  logKeyFlag
 }
 
 func newAttestCmd(root *RootOptions) *cobra.Command {
 	o := &attestOptions{root: root}
 	c := readsStore(&cobra.Command{
 		Use:   "attest --store DIR --key KEY DIGEST",
-		Short: "Audit a receipt or preflight report, then sign an in-toto statement of its facts (Sigstore bundle)",
+		Short: "Audit a receipt, preflight or live-audit report, then sign an in-toto statement of its facts (Sigstore bundle)",
 		Long: "Audits the record offline first and refuses to sign one that fails. Then stores an in-toto\n" +
 			"Statement v1 about it (subject: the record's SHA-256; predicate: the facts an auditor filters on,\n" +
 			"read from the record) as a canonical record, signs exactly those bytes in a DSSE envelope inside a\n" +
@@ -38,6 +39,7 @@ func newAttestCmd(root *RootOptions) *cobra.Command {
 		RunE: runE(o),
 	})
 	pathVar(c.Flags(), &o.keyPath, "key", "the signing key (PKCS#8 PEM, private stable input)")
+	o.logKey.register(c)
 	return c
 }
 
@@ -56,6 +58,11 @@ func (o *attestOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	if o.root.Store != "" {
+		if err := o.logKey.prepare(o.root.Store); err != nil {
+			return err
+		}
+	}
 	st, err := o.root.OpenStore()
 	if err != nil {
 		return err
@@ -68,6 +75,11 @@ func (o *attestOptions) run(_ context.Context, s streams) error {
 	a, err := auditAndAttest(st, subject, key)
 	if err != nil {
 		return err
+	}
+	if o.logKey.signer != nil {
+		if err := signLogAfter(st, o.logKey.signer, s.err); err != nil {
+			return err
+		}
 	}
 	return o.root.printResult(s.out, attestResult{true, a}, nil)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/qinglong/ql3/attest"
 	"github.com/qinglong/ql3/audit"
+	"github.com/qinglong/ql3/deploylog"
+	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/refuse"
 )
@@ -21,6 +23,9 @@ type auditOptions struct {
 	keyPaths []string
 	layout   string
 	keys     []*attest.PublicKey
+	logKey   string // the log's note verifier key
+	policy   string // a tlog-policy (log key and witnesses)
+	proof    string // a tlog-proof file of the subject
 }
 
 func newAuditCmd(root *RootOptions) *cobra.Command {
@@ -37,6 +42,9 @@ func newAuditCmd(root *RootOptions) *cobra.Command {
 		RunE: runE(o),
 	})
 	c.Flags().StringArrayVar(&o.keyPaths, "key", nil, "trusted public key (PKIX PEM, ECDSA P-256 or Ed25519); repeatable: at least one attestation must verify")
+	pathVar(c.Flags(), &o.logKey, "log-key", "the deployment log's verifier key: the record must be included in a checkpoint it verifies")
+	pathVar(c.Flags(), &o.policy, "policy", "a C2SP tlog-policy (log key, witnesses, quorum) instead of --log-key")
+	pathVar(c.Flags(), &o.proof, "proof", "a tlog-proof file of the record (ql3 log proof) instead of the store's log")
 	pathVar(c.Flags(), &o.layout, "layout", "audit an OCI image layout (ql3 store export, oras copy --to-oci-layout) read-only instead of a store")
 	return c
 }
@@ -60,6 +68,12 @@ func (o *auditOptions) validate() error {
 	}
 	if o.layout != "" && o.subject.full == "" {
 		return refuse.New(refuse.CodeDigestArg, "DIGEST sha256:%s is a prefix: an OCI layout is audited by the full digest", o.subject.prefix)
+	}
+	if o.logKey != "" && o.policy != "" {
+		return refuse.New(CodeFlagNotApplicable, "--log-key and --policy both name the log's key: give one")
+	}
+	if o.proof != "" && o.logKey == "" && o.policy == "" {
+		return refuse.New(CodeFlagNotApplicable, "--proof needs --log-key or --policy to trust its checkpoint")
 	}
 	return nil
 }
@@ -92,7 +106,18 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 		}
 		src = st
 	}
-	rep, err := audit.AuditWith(src, subject, audit.Options{Keys: o.keys})
+	opts := audit.Options{Keys: o.keys}
+	v, err := checkpointVerifier(o.logKey, o.policy)
+	if err != nil {
+		return err
+	}
+	opts.LogVerifier = v
+	if o.proof != "" {
+		if opts.LogProof, err = input.ReadFile(o.proof, deploylog.MaxProofSize); err != nil {
+			return err
+		}
+	}
+	rep, err := audit.AuditWith(src, subject, opts)
 	if err != nil {
 		return err
 	}
@@ -129,6 +154,9 @@ func (r auditResult) writeText(w io.Writer) error {
 			}
 			fmt.Fprintf(w, "attestation bundle %s: %s\n", f.Bundle, state)
 		}
+	}
+	if l := rep.Log; l != nil {
+		fmt.Fprintf(w, "log: leaf %d of %s, in its trusted checkpoint of size %d (from the %s)\n", l.Index, l.Origin, l.CheckpointSize, l.Source)
 	}
 	for _, n := range rep.NotChecked {
 		fmt.Fprintf(w, "not checked: %s\n", n)

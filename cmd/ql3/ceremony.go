@@ -27,6 +27,7 @@ type ceremonyOptions struct {
 	writeApply   string
 	stepTimeout  time.Duration
 	writeApplyOK bool // the subcommand takes --write-apply-command at all
+	logKey       logKeyFlag
 	// live-audit only: compare the cluster with a receipt a later one superseded.
 	allowSuperseded bool
 }
@@ -42,6 +43,7 @@ func newCeremonyCmd(root *RootOptions, use, want, short, example string) *cobra.
 	})
 	pathVar(c.Flags(), &o.commandFile, "command-file", "the private command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	o.logKey.register(c)
 	if o.writeApplyOK {
 		pathVar(c.Flags(), &o.writeApply, "write-apply-command", "preflight: write the apply command file here (0600, never replaced)")
 	}
@@ -111,11 +113,21 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 		}
 		return next(s, "ql3 describe --store "+shellQuote(c.Store)+" "+string(*c.Receipt))
 	}
+	if err := o.logKey.prepare(c.Store); err != nil {
+		return err
+	}
 	if c.Command == evidence.CommandLiveAudit {
-		return o.liveAudit(ctx, s)
+		return o.liveAudit(ctx, s, c.Store)
 	}
 	res, err := ceremony.Execute(ctx, ceremony.Options{CommandFile: o.commandFile, WriteApplyCommand: o.writeApply,
 		StepTimeout: o.stepTimeout, Progress: s.err}, cf)
+	if res != nil && (res.Preflight != "" || res.Receipt != "") {
+		// Published (a refusal after the preflight report was published included): sign the
+		// checkpoint that includes it before exiting.
+		if serr := o.logKey.sign(c.Store, s.err); serr != nil && err == nil {
+			return serr
+		}
+	}
 	if err != nil && res != nil && res.Preflight != "" {
 		return o.publishedButRefused(s, res, err)
 	}

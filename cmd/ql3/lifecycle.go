@@ -38,6 +38,7 @@ func newLiveAuditCmd(root *RootOptions) *cobra.Command {
 	})
 	pathVar(c.Flags(), &o.commandFile, "command-file", "the apply or live-audit command file")
 	c.Flags().DurationVar(&o.stepTimeout, "step-timeout", ceremony.DefaultStepTimeout, "timeout of one kubectl run")
+	o.logKey.register(c)
 	c.Flags().BoolVar(&o.allowSuperseded, "allow-superseded", false, "compare the cluster with the receipt even when a later receipt superseded it (LIVE_AUDIT_SUPERSEDED otherwise)")
 	return c
 }
@@ -50,16 +51,23 @@ func (o *liveAuditOptions) run(ctx context.Context, s streams) error {
 	if err := o.checkFile(&cf.Parsed.Command); err != nil {
 		return err
 	}
-	return o.liveAudit(ctx, s)
+	if err := o.logKey.prepare(cf.Parsed.Command.Store); err != nil {
+		return err
+	}
+	return o.liveAudit(ctx, s, cf.Parsed.Command.Store)
 }
 
 // liveAudit runs the live audit of the command file and prints its result; a drift refusal comes
 // with a published report, which is printed before the refusal.
-func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams) error {
+func (o *ceremonyOptions) liveAudit(ctx context.Context, s streams, storeDir string) error {
 	res, err := ceremony.LiveAudit(ctx, ceremony.Options{CommandFile: o.commandFile, StepTimeout: o.stepTimeout, Progress: s.err,
 		AllowSuperseded: o.allowSuperseded})
 	if res == nil {
 		return err
+	}
+	// The report is published, drift or not: sign the checkpoint that includes it.
+	if serr := o.logKey.sign(storeDir, s.err); serr != nil && err == nil {
+		err = serr
 	}
 	if err := o.root.printResult(s.out, liveAuditResult{res}, err); err != nil {
 		return err

@@ -209,6 +209,7 @@ func newRoot(o *RootOptions) *cobra.Command {
 		newDescribeCmd(o),
 		newAttestCmd(o),
 		newStoreCmd(o),
+		newLogCmd(o),
 		newLockCmd(o),
 		newCanonicalizeCmd(o),
 		newVersionCmd(o),

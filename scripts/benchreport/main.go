@@ -1,5 +1,5 @@
 // Command benchreport reads the output of `go test -bench` (one or more runs, -count N) on stdin
-// and prints the table of ql3's speed goals (issue 21): for each figure the value of every run,
+// and prints the table of ql3's speed goals (docs/issues.md#issue-21): for each figure the value of every run,
 // the median, the goal and whether it is met. Each figure is a metric that one benchmark measures
 // side by side with its reference in the same iterations, so load from elsewhere on the machine
 // weighs on both alike. `make bench` pipes its run into it; docs/testbed.md explains the figures.
