@@ -99,7 +99,11 @@ func VerdictLine(v evidence.LiveVerdict) string {
 		}
 		fmt.Fprintf(&b, " live %s expected %s", live, v.Expected)
 	}
-	if v.Manager != "" {
+	switch v.Manager {
+	case "":
+	case "no manager":
+		b.WriteString(" (no manager)")
+	default:
 		fmt.Fprintf(&b, " (manager %s)", v.Manager)
 	}
 	if v.Path == "" && v.Code != "" {

@@ -369,11 +369,70 @@ func TestLiveAuditRefusedKeepsEvidence(t *testing.T) {
 	}
 }
 
+// TestLiveAuditReportOfAnotherReceipt: a live-audit report rewritten (canonically, and indexed)
+// so that it no longer matches the receipt it names fails the offline audit's receipt binding
+// with AUDIT_LIVE_RECEIPT: the report names a manifest the receipt does not bind, and, run from
+// a live-audit command, names a receipt the command does not.
+func TestLiveAuditReportOfAnotherReceipt(t *testing.T) {
+	testcluster.Need(t)
+	b := newBed(t, true, nil)
+	pre, rc, af := b.mustApply()
+	st, err := store.Open(b.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	raw, err := st.Get(pre.Preflight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preSize := int64(len(raw)) // a descriptor of the right size: the store itself stays whole
+	vectors := []struct {
+		name  string                       // the forgery
+		file  string                       // the live audit's command file
+		edit  func(la *evidence.LiveAudit) // applied to the genuine report
+		check string                       // the audit check that must refuse it
+	}{
+		{"another manifest than the receipt's", af, func(la *evidence.LiveAudit) { la.Manifest = la.LockReport }, "receipt"},
+		{"another receipt than the command's", b.liveAuditFile("live.json", rc.Receipt), func(la *evidence.LiveAudit) {
+			la.Receipt = evidence.Descriptor{MediaType: evidence.MediaTypeReceipt, Digest: pre.Preflight, Size: preSize}
+		}, "command"},
+	}
+	for _, v := range vectors {
+		res, err := b.liveAudit(v.file)
+		if err != nil {
+			t.Fatalf("%s: live audit: %v\n%s", v.name, err, b.out.String())
+		}
+		la := b.liveReport(res.Report)
+		v.edit(&la)
+		d, _, err := st.PutRecord(evidence.MediaTypeLiveAudit, la)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+			t.Fatal(err)
+		}
+		b.forged = append(b.forged, d.Digest)
+		ar, err := audit.Audit(st, d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range ar.Checks {
+			found = found || c.Name == v.check && !c.OK && c.Code == audit.CodeLiveReceipt
+		}
+		if !found || ar.Err() == nil {
+			t.Fatalf("%s: no %s finding on check %q: %+v", v.name, audit.CodeLiveReceipt, v.check, ar.Checks)
+		}
+	}
+}
+
 // Findings 8 and 14 of issue 22: fields another manager adds to a Deployment's pod template, which
 // the release never sets (host namespaces, a hostPath volume of /, SYS_ADMIN, an AppArmor
 // unconfined annotation), are each drift, named with their manager, security-relevant first; the
 // live audit exits LIVE_DRIFT and its report passes the offline audit.
 func TestLiveAuditDriftAddedByOther(t *testing.T) {
+	testcluster.Need(t)
 	b, res := drift(t, func(b *bed) {
 		patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: qinglong-api\n  namespace: " + b.Namespace + "\n" +
 			"spec:\n  template:\n    metadata:\n      annotations:\n        container.apparmor.security.beta.kubernetes.io/api: unconfined\n" +
