@@ -47,7 +47,7 @@ func newLogCmd(root *RootOptions) *cobra.Command {
 			"  ql3 log verify --store /abs/copy --key /abs/keys/log.vkey --since /abs/audit/checkpoint",
 		Args: cobra.NoArgs,
 	}
-	c.AddCommand(newLogInitCmd(root), newLogKeygenCmd(root), newLogSignCmd(root), newLogVerifyCmd(root), newLogProofCmd(root))
+	c.AddCommand(newLogInitCmd(root), newLogKeygenCmd(root), newLogSignCmd(root), newLogVerifyCmd(root), newLogProofCmd(root), newLogWitnessCmd(root))
 	return c
 }
 
