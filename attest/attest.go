@@ -1,6 +1,7 @@
 // Package attest signs and verifies ql3 attestations (docs/attestations.md): an in-toto Statement
-// v1 about one audited record (a receipt or a preflight report), stored as a canonical record,
-// and a Sigstore bundle v0.3 whose DSSE envelope carries those exact statement bytes, signed with
+// v1 about one audited record (a receipt, a preflight report or a live-audit report), stored as a
+// canonical record, and a Sigstore bundle v0.3 whose DSSE envelope carries those exact statement
+// bytes, signed with
 // an ECDSA P-256 or Ed25519 key and with no transparency-log entry. The bundle verifies offline
 // with cosign verify-blob-attestation --key; Verify is ql3's own verifier.
 //

@@ -102,7 +102,8 @@ func TestNoAttestation(t *testing.T) {
 	}
 }
 
-// TestSubjectKind: only receipts and preflight reports are attested.
+// TestSubjectKind: only receipts, preflight reports and live-audit reports are attested
+// (TestLiveAuditAttested in internal/testbed/e2e attests a live-audit report of the real cluster).
 func TestSubjectKind(t *testing.T) {
 	fx := newFixture(t)
 	k, _, _ := signer(t, "p256")
@@ -200,6 +201,22 @@ func TestTamper(t *testing.T) {
 			p.QL3Version = "v0.0.0-test"
 			putSigned(t, fx, subject, k, p)
 		}, attest.CodePredicateMismatch},
+		{"statement of another predicate type", func(t *testing.T, fx *fixture, subject digest.Digest, k *attest.SigningKey) {
+			st := statementFor(t, fx, subject)
+			st.PredicateType = "https://example.invalid/other-predicate/v1"
+			putStatement(t, fx, subject, k, st)
+		}, attest.CodeStatementInvalid},
+		{"statement with two subjects", func(t *testing.T, fx *fixture, subject digest.Digest, k *attest.SigningKey) {
+			st := statementFor(t, fx, subject)
+			st.Subject = append(st.Subject, evidence.StatementSubject{Name: string(fx.preflights[0].Digest),
+				Digest: evidence.SubjectDigest{SHA256: fx.preflights[0].Digest.Encoded()}})
+			putStatement(t, fx, subject, k, st)
+		}, attest.CodeStatementInvalid},
+		{"statement names no ql3 version", func(t *testing.T, fx *fixture, subject digest.Digest, k *attest.SigningKey) {
+			st := statementFor(t, fx, subject)
+			st.Predicate.QL3Version = ""
+			putStatement(t, fx, subject, k, st)
+		}, attest.CodeStatementInvalid},
 		{"bundle not canonical", func(t *testing.T, fx *fixture, subject digest.Digest, k *attest.SigningKey) {
 			a, err := attest.Attest(fx.st, subject, k, opts)
 			if err != nil {
@@ -265,10 +282,29 @@ func TestTamper(t *testing.T) {
 // putSigned stores a statement with predicate p about subject and a bundle signed by k.
 func putSigned(t *testing.T, fx *fixture, subject digest.Digest, k *attest.SigningKey, p evidence.Predicate) {
 	t.Helper()
-	sd, sb, err := fx.st.PutRecord(evidence.MediaTypeStatement, evidence.Statement{
+	putStatement(t, fx, subject, k, evidence.Statement{
 		Type: evidence.SchemaStatement, PredicateType: evidence.PredicateTypeAttestation, Predicate: p,
 		Subject: []evidence.StatementSubject{{Name: string(subject), Digest: evidence.SubjectDigest{SHA256: subject.Encoded()}}},
 	})
+}
+
+// statementFor is the genuine statement about subject, with a ql3 version, for a forger to edit.
+func statementFor(t *testing.T, fx *fixture, subject digest.Digest) evidence.Statement {
+	t.Helper()
+	p, err := attest.Derive(fx.st, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.QL3Version = "v0.0.0-test"
+	return evidence.Statement{Type: evidence.SchemaStatement, PredicateType: evidence.PredicateTypeAttestation, Predicate: p,
+		Subject: []evidence.StatementSubject{{Name: string(subject), Digest: evidence.SubjectDigest{SHA256: subject.Encoded()}}}}
+}
+
+// putStatement stores st, signs it with k as a forger holding k would, and files the bundle
+// under subject.
+func putStatement(t *testing.T, fx *fixture, subject digest.Digest, k *attest.SigningKey, st evidence.Statement) {
+	t.Helper()
+	sd, sb, err := fx.st.PutRecord(evidence.MediaTypeStatement, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// CodeSubjectKind: the digest to attest or to verify names neither a receipt nor a preflight
-// report, or a record it names is not of the media type its place requires.
+// CodeSubjectKind: the digest to attest or to verify names neither a receipt, a preflight report
+// nor a live-audit report, or a record it names is not of the media type its place requires.
 const CodeSubjectKind refuse.Code = "ATTEST_SUBJECT_KIND"
 
 // Derive returns the facts of the predicate for the record subject, read from that record and
@@ -34,13 +34,36 @@ func Derive(src Source, subject digest.Digest) (evidence.Predicate, error) {
 	if refuse.CodeOf(err) != evidence.CodeRecordSchemaMismatch {
 		return evidence.Predicate{}, refuse.Wrap(CodeSubjectKind, err, "subject %s is not a well-formed record", subject)
 	}
+	var la evidence.LiveAudit
+	if err := evidence.DecodeRecord(evidence.MediaTypeLiveAudit, b, &la); err == nil {
+		p, err := derive(src, AttestedLiveAudit, evidence.MediaTypeLiveAudit, la.Command, la.Target, la.Lock,
+			la.ClusterUID, la.Manifest, la.LockReport)
+		p.LiveAudit = LiveAuditDrifted
+		if la.Converged {
+			p.LiveAudit = LiveAuditConverged
+		}
+		return p, err
+	} else if refuse.CodeOf(err) != evidence.CodeRecordSchemaMismatch {
+		return evidence.Predicate{}, refuse.Wrap(CodeSubjectKind, err, "subject %s is not a well-formed record", subject)
+	}
 	var pf evidence.Preflight
 	if err := evidence.DecodeRecord(evidence.MediaTypePreflight, b, &pf); err != nil {
-		return evidence.Predicate{}, refuse.Wrap(CodeSubjectKind, err, "subject %s is neither a receipt nor a preflight report", subject)
+		return evidence.Predicate{}, refuse.Wrap(CodeSubjectKind, err, "subject %s is neither a receipt, a preflight report nor a live-audit report", subject)
 	}
 	return derive(src, evidence.AttestedPreflight, evidence.MediaTypePreflight, pf.Command, pf.Target, pf.Lock,
 		pf.ClusterUID, pf.Manifest, pf.LockReport)
 }
+
+// A live-audit report is attested like a receipt, with its verdict as the liveAudit fact: a
+// signed live audit cannot be rewritten (its digest is the statement's subject), and a verifier
+// derives the verdict again from the report.
+const (
+	// AttestedLiveAudit is the record fact of a live-audit report's statement.
+	AttestedLiveAudit = "live-audit"
+	// LiveAuditConverged and LiveAuditDrifted are its liveAudit fact: the report's converged.
+	LiveAuditConverged = "converged"
+	LiveAuditDrifted   = "drifted"
+)
 
 func derive(src Source, kind, mediaType string, command evidence.Descriptor, target digest.Digest,
 	lock evidence.LockBinding, clusterUID string, manifest, lockReport evidence.Descriptor) (evidence.Predicate, error) {

@@ -1,5 +1,5 @@
 // Package audit re-derives, offline, every verdict of a ql3 ceremony from a copy of its evidence
-// store (DESIGN §8). Nothing a record claims is taken on trust: every object of the closure is
+// store (docs/rationale.md#8-offline-audit). Nothing a record claims is taken on trust: every object of the closure is
 // re-hashed, every link of the digest chain is followed and compared, the lock report is verified
 // again against the stored manifest bytes, every kubectl invocation's argv and environment are
 // re-derived, and the identity reads and the convergence read are judged again, with the code the
@@ -119,7 +119,7 @@ var notChecked = []string{
 	"the kubectl binary's bytes: not stored, bound by digest only",
 	"input files' device and inode numbers, the command file's path, and the sizes of the kubeconfig and kubectl: recorded when read, bound by nothing stored",
 	"each kubectl run's descriptor number and private directory name: only their form, and that no two runs of the chain share a directory, are checked",
-	"wall-clock times and the writer (which ql3 wrote a record): informative, not verified; only the exec records' times are checked, for their form and their order along the chain",
+	"wall-clock times and the writer (which ql3 wrote a record): the recording hosts' clocks, not verified; the exec records' times are checked for their form and their order along the chain, and each record's own times are bound to within 10 minutes of its exec records' times (record times), so a consistent rewrite of every time of a chain cannot be told offline",
 	"which receipts the store held when a preflight ran: its plan is re-derived against the receipt it names (published, of its cluster), not shown to be the cluster's latest receipt then, and a preflight without a plan is not shown to have had no receipt to compare with",
 	authenticityUnsigned,
 	"cross-resource atomicity: a multi-resource apply is not a transaction",

@@ -137,7 +137,7 @@ func (a *auditor) commandFileInput(r *run, privateUID int64) error {
 	return stableVerdict(&in, &privateUID)
 }
 
-// stableVerdict re-derives the stable-file verdict (DESIGN §4) from a recorded identity: private
+// stableVerdict re-derives the stable-file verdict (docs/rationale.md#4-private-inputs) from a recorded identity: private
 // inputs are 0600 and share one owner; kubectl is executable, not group/other writable, and owned
 // by that owner or root.
 func stableVerdict(in *evidence.Input, privateUID *int64) error {

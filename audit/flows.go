@@ -31,6 +31,9 @@ func (a *auditor) preflightRoot(root evidence.Descriptor) {
 	a.planCheck(r, &p)
 	if runs != nil {
 		a.chainChecks([]chainPart{{"", runs}})
+		a.recordTimes("record times", []span{{"preflight report", p.StartedAt, p.FinishedAt, runs}}, func() error {
+			return follows("the preflight report", runs, "the receipt its plan names", a.previousRuns(&p))
+		})
 	}
 	a.published("published", evidence.IndexPreflights, root, root)
 }
@@ -91,8 +94,10 @@ func (a *auditor) receipt(root evidence.Descriptor) {
 		}
 		return "receipt names the pinned kubectl and kubeconfig", nil
 	})
-	preflightRuns, preflightOK := a.preflightLink(r, &rc)
-	intentRuns, intentLoaded, intentOK := a.intentLink(r, &rc)
+	var p evidence.Preflight
+	var in evidence.Intent
+	preflightRuns, preflightOK := a.preflightLink(r, &rc, &p)
+	intentRuns, intentLoaded, intentOK := a.intentLink(r, &rc, &in)
 	// The chain's checks need every exec record of it loaded and in shape; when one is not, a
 	// check before has failed already.
 	if runs != nil && preflightRuns != nil && intentOK {
@@ -101,6 +106,13 @@ func (a *auditor) receipt(root evidence.Descriptor) {
 			parts = append(parts, chainPart{"intent.", intentRuns})
 		}
 		a.chainChecks(append(parts, chainPart{"", runs}))
+		a.recordTimes("record times", []span{{"preflight report", p.StartedAt, p.FinishedAt, preflightRuns}, {"receipt", rc.StartedAt, rc.FinishedAt, runs}},
+			func() error {
+				if err := follows("the preflight report", preflightRuns, "the receipt its plan names", a.previousRuns(&p)); err != nil {
+					return err
+				}
+				return intentTime(&in, rc.Recovered, intentRuns, runs)
+			})
 	}
 	if runs != nil {
 		a.convergenceCheck(r, runs, rc.Objects)
@@ -119,13 +131,12 @@ func (a *auditor) receipt(root evidence.Descriptor) {
 // preflightLink checks that the receipt's preflight is the one its command consumed, that it
 // binds the same target, and audits that preflight in full. It returns the preflight's exec
 // runs (nil when they could not all be established) and whether the preflight was loaded.
-func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) ([]execRun, bool) {
-	var p evidence.Preflight
+func (a *auditor) preflightLink(r *run, rc *evidence.Receipt, p *evidence.Preflight) ([]execRun, bool) {
 	if !a.check("preflight", func() (string, error) {
 		if r.pc.Command.Preflight == nil || *r.pc.Command.Preflight != rc.Preflight.Digest {
 			return "", refuse.New(CodePreflight, "receipt names preflight %s, its command consumes another", rc.Preflight.Digest)
 		}
-		detail, err := loadPreflight(a, rc.Preflight, &p)
+		detail, err := loadPreflight(a, rc.Preflight, p)
 		if err != nil {
 			return "", err
 		}
@@ -136,9 +147,9 @@ func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) ([]execRun, bool) 
 	}) {
 		return nil, false
 	}
-	pr := preflightRun(&p, "preflight.")
+	pr := preflightRun(p, "preflight.")
 	runs := a.runChecks(pr)
-	a.planCheck(pr, &p)
+	a.planCheck(pr, p)
 	return runs, true
 }
 
@@ -146,10 +157,9 @@ func (a *auditor) preflightLink(r *run, rc *evidence.Receipt) ([]execRun, bool) 
 // its identity read and dry-run are this run's (or, in a recovery, an earlier attempt's, audited
 // the same way). It returns the earlier attempt's exec runs of a recovery, whether the intent was
 // loaded and bound, and whether, in a recovery, those runs were established too.
-func (a *auditor) intentLink(r *run, rc *evidence.Receipt) (runs []execRun, loaded, ok bool) {
-	var in evidence.Intent
+func (a *auditor) intentLink(r *run, rc *evidence.Receipt, in *evidence.Intent) (runs []execRun, loaded, ok bool) {
 	if !a.check("intent", func() (string, error) {
-		if err := a.load(rc.Intent, evidence.MediaTypeIntent, &in); err != nil {
+		if err := a.load(rc.Intent, evidence.MediaTypeIntent, in); err != nil {
 			return "", err
 		}
 		if in.Command != rc.Command || in.Preflight != rc.Preflight || in.Target != rc.Target {

@@ -64,6 +64,19 @@ func (a *auditor) liveAudit(root evidence.Descriptor) {
 	if runs != nil && receiptOK {
 		a.liveVerdictsCheck(r, runs, &la, &rc)
 	}
+	if runs != nil {
+		a.recordTimes("record times", []span{{"live-audit report", la.StartedAt, la.FinishedAt, runs}}, func() error {
+			var last []execRun
+			if receiptOK && len(rc.Execs) > 0 {
+				var er execRun
+				if err := a.load(rc.Execs[len(rc.Execs)-1], evidence.MediaTypeExec, &er.rec); err != nil {
+					return err
+				}
+				last = []execRun{er}
+			}
+			return follows("the live-audit report", runs, "its receipt", last)
+		})
+	}
 	a.published("published", evidence.IndexLiveAudits, root, root)
 }
 
@@ -188,11 +201,14 @@ func (a *auditor) liveVerdictsCheck(r *run, runs []execRun, la *evidence.LiveAud
 			return "", refuse.New(CodeLock, "no verified lock to judge the live read against")
 		}
 		read := runs[1]
-		fs, err := convergence.JudgeLive(r.lockResult, rc.Objects, int(read.rec.ExitCode), read.stdout, int(read.rec.StderrBytes))
+		fs, err := convergence.JudgeLiveRules(la.Judge, r.lockResult, rc.Objects, int(read.rec.ExitCode), read.stdout, int(read.rec.StderrBytes))
 		if err != nil {
 			return "", err
 		}
 		want := convergence.Verdicts(fs, rc.Objects)
+		if added := convergence.Additions(fs); !slices.Equal(added, la.Added) {
+			return "", refuse.New(CodeLiveVerdicts, "report lists %d fields other managers added, the live read yields %d (or other ones)", len(la.Added), len(added))
+		}
 		if len(want) != len(la.Verdicts) {
 			return "", refuse.New(CodeLiveVerdicts, "report holds %d verdicts, the live read yields %d", len(la.Verdicts), len(want))
 		}

@@ -82,6 +82,7 @@ var namespaces atomic.Int64
 // createNamespace is false); edit, if not nil, changes the unlocked manifest first.
 func newBed(t testing.TB, createNamespace bool, edit func(unlocked string) string) *bed {
 	t.Helper()
+	testcluster.Need(t) // a test that forgot to say it needs the cluster skips here, not panics
 	mode := ceremonytest.NoNamespace
 	if createNamespace {
 		mode = ceremonytest.CreateNamespace

@@ -33,7 +33,7 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// fiveSteps are the kubectl runs an apply cannot avoid (DESIGN §6), with whether each reads the
+// fiveSteps are the kubectl runs an apply cannot avoid (docs/rationale.md#6-kubectl-invocations), with whether each reads the
 // manifest on stdin.
 var fiveSteps = []struct {
 	step  string
@@ -46,7 +46,7 @@ var fiveSteps = []struct {
 // BenchmarkApply compares, on the real cluster and in one run, an apply of the synthetic 3.4.1
 // release (6 objects, already applied once, so every iteration is the steady-state re-apply):
 //
-//	bare-kubectl-apply  one `kubectl apply --server-side -f=-`, DESIGN §6 environment, fresh cache
+//	bare-kubectl-apply  one `kubectl apply --server-side -f=-`, rationale §6 (docs/rationale.md#6-kubectl-invocations) environment, fresh cache
 //	five-kubectl-calls  identity, dry-run, apply, convergence get, identity, back to back through
 //	                    internal/kubectl's Runner (the ceremony's exact argv and environment)
 //	ql3-apply           ceremony.Apply of a fresh apply command (fresh store) per iteration; its

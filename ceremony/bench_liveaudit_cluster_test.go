@@ -18,7 +18,7 @@ import (
 // back through internal/kubectl's Runner with the ceremony's exact argv and environment. Each
 // iteration runs one of each, so that load from elsewhere on the machine weighs on both alike. The
 // goal is ql3-x-floor <= 1.10: the live audit over its three kubectl calls plus one full SHA-256 of
-// kubectl, which the ADR requires before kubectl runs.
+// kubectl, which docs/rationale.md#4-private-inputs requires before kubectl runs.
 func BenchmarkLiveAudit(b *testing.B) {
 	testcluster.Need(b)
 	bd := newBed(b, true, nil)
@@ -68,6 +68,6 @@ func BenchmarkLiveAudit(b *testing.B) {
 	b.ReportMetric(float64(tHash.Milliseconds())/n, "kubectl-sha256-ms")
 	b.ReportMetric(float64(tLive.Milliseconds())/n, "ql3-ms")
 	b.ReportMetric(tLive.Seconds()/tThree.Seconds(), "ql3-x-three-calls")
-	// The floor: the ADR hashes kubectl in full before it runs (no cache keyed by file metadata).
+	// The floor: docs/rationale.md#4-private-inputs hashes kubectl in full before it runs (no cache keyed by file metadata).
 	b.ReportMetric(tLive.Seconds()/(tThree+tHash).Seconds(), "ql3-x-floor")
 }

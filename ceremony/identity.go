@@ -58,10 +58,7 @@ func ClusterIdentity(ctx context.Context, o IdentityOptions) (*Identity, error) 
 	r := &kubectl.Runner{Exe: exe, Kubeconfig: kc.Bytes, Context: o.Context, Timeout: o.StepTimeout, MaxOutput: MaxKubectlOutput}
 	res, err := r.Run(ctx, evidence.StepIdentity, nil)
 	if err != nil {
-		if refuse.CodeOf(err) != "" {
-			return nil, err
-		}
-		return nil, refuse.Wrap(CodeKubectlStep, err, "kubectl step %s", evidence.StepIdentity)
+		return nil, err // coded by the runner, as every error of Run
 	}
 	if res.ExitCode != 0 {
 		if c := kubeout.Classify(res.Stderr); c.Code != "" {

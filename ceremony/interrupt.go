@@ -59,7 +59,7 @@ func interrupted(ctx context.Context, opts Options, pc *command.Parsed, err erro
 	if sub == "" {
 		sub = "run"
 	}
-	cmd := fmt.Sprintf("ql3 %s --command-file=%s", sub, opts.CommandFile)
+	cmd := refuse.ShellLine("ql3", sub, "--command-file="+opts.CommandFile)
 	var line string
 	switch pc.Command.Command {
 	case evidence.CommandApply:

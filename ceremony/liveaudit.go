@@ -40,19 +40,20 @@ const (
 
 // LiveAuditResult is what a live audit found and published.
 type LiveAuditResult struct {
-	OK            bool                   `json:"ok"` // every object converged
-	Command       string                 `json:"command"`
-	CommandDigest digest.Digest          `json:"commandDigest"`
-	Target        digest.Digest          `json:"target"`
-	Store         string                 `json:"store"`
-	Receipt       digest.Digest          `json:"receipt"`
-	Release       string                 `json:"release"`
-	ClusterUID    string                 `json:"clusterUid"`
-	Report        digest.Digest          `json:"report"` // the published live-audit report
-	Converged     int                    `json:"converged"`
-	Objects       int                    `json:"objects"`
-	Verdicts      []evidence.LiveVerdict `json:"verdicts"`
-	Repair        *Repair                `json:"repair,omitempty"` // when an object has not converged
+	OK            bool                    `json:"ok"` // every object converged
+	Command       string                  `json:"command"`
+	CommandDigest digest.Digest           `json:"commandDigest"`
+	Target        digest.Digest           `json:"target"`
+	Store         string                  `json:"store"`
+	Receipt       digest.Digest           `json:"receipt"`
+	Release       string                  `json:"release"`
+	ClusterUID    string                  `json:"clusterUid"`
+	Report        digest.Digest           `json:"report"` // the published live-audit report
+	Converged     int                     `json:"converged"`
+	Objects       int                     `json:"objects"`
+	Verdicts      []evidence.LiveVerdict  `json:"verdicts"`
+	Added         []evidence.LiveAddition `json:"added,omitempty"`  // every field other managers added
+	Repair        *Repair                 `json:"repair,omitempty"` // when an object has not converged
 	// SupersededBy names the later receipt that superseded this one (only with AllowSuperseded).
 	SupersededBy *Supersede `json:"supersededBy,omitempty"`
 }
@@ -64,6 +65,9 @@ func (r *LiveAuditResult) WriteText(w io.Writer) {
 			continue
 		}
 		fmt.Fprintln(w, VerdictLine(v))
+	}
+	for _, a := range r.Added {
+		fmt.Fprintln(w, AddedLine(a))
 	}
 	if r.Repair != nil {
 		r.Repair.WriteText(w, r.Release)
@@ -95,13 +99,27 @@ func VerdictLine(v evidence.LiveVerdict) string {
 		}
 		fmt.Fprintf(&b, " live %s expected %s", live, v.Expected)
 	}
-	if v.Manager != "" {
+	switch v.Manager {
+	case "":
+	case "no manager":
+		b.WriteString(" (no manager)")
+	default:
 		fmt.Fprintf(&b, " (manager %s)", v.Manager)
 	}
 	if v.Path == "" && v.Code != "" {
 		fmt.Fprintf(&b, " [%s]", v.Code)
 	}
 	return b.String()
+}
+
+// AddedLine renders one field another manager added: "drift: Deployment ns/name: added-by-other
+// [security] at PATH live V (manager M)".
+func AddedLine(a evidence.LiveAddition) string {
+	sec := ""
+	if a.Security {
+		sec = " [security]"
+	}
+	return fmt.Sprintf("drift: %s %s: %s%s at %s live %s (manager %s)", a.Kind, objectName(a.Namespace, a.Name), evidence.VerdictAddedByOther, sec, a.Path, a.Live, a.Manager)
 }
 
 func objectName(ns, name string) string {
@@ -238,7 +256,7 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 			// identity read. Its findings are used only once the end re-verification passed.
 			go func() {
 				var j judged
-				j.findings, j.err = convergence.JudgeLive(s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
+				j.findings, j.err = convergence.JudgeLiveRules(evidence.LiveJudgeAdditions, s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
 				judgeCh <- j
 			}()
 			return nil
@@ -263,6 +281,7 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 	}
 	res.Receipt, res.Release, res.Objects = rcDesc.Digest, rc.Lock.ReleaseVersion, len(findings)
 	res.Verdicts = convergence.Verdicts(findings, rc.Objects)
+	res.Added = convergence.Additions(findings)
 	for _, v := range res.Verdicts {
 		if v.Verdict == evidence.VerdictConverged {
 			res.Converged++
@@ -278,6 +297,9 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 	}
 	if !res.OK {
 		res.Repair = s.buildRepair(conv.stdout, string(res.Report))
+		if n := len(res.Added); n > 0 {
+			res.Repair.Note = fmt.Sprintf("the %d field(s) other managers added (added-by-other above) stay: an apply never removes a field it does not own; remove them with kubectl if they must go, then audit again", n)
+		}
 		hint := "run the repair commands printed above, in order: they hand the fields back without --force-conflicts and re-assert the release (docs/lifecycle.md, repairing drift)"
 		if res.Repair.Error != "" {
 			hint = "re-assert the release with a new preflight and apply of its lock once the fields other managers hold are handed back (docs/lifecycle.md, repairing drift)"
@@ -444,7 +466,7 @@ func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Rece
 		Schema: evidence.SchemaLiveAudit, Command: s.cmdDesc, Receipt: rcDesc, Target: s.pc.Target, Inputs: in,
 		Kubeconfig: s.kcDesc, Manifest: rc.Manifest, LockReport: rc.LockReport, Lock: rc.Lock,
 		KubectlDigest: s.pc.Command.Kubectl.Digest, ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager,
-		Execs: s.execs, Verdicts: vs, Converged: converged, NetworkAccess: true, KubernetesMutation: false,
+		Execs: s.execs, Verdicts: vs, Judge: evidence.LiveJudgeAdditions, Added: convergence.Additions(fs), Converged: converged, NetworkAccess: true, KubernetesMutation: false,
 		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
 	}
 	d, err := s.putRecord(evidence.MediaTypeLiveAudit, rec)

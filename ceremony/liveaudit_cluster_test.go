@@ -18,6 +18,7 @@ import (
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
+	"github.com/qinglong/ql3/verdict/convergence"
 )
 
 // liveAudit runs the live audit of file and records what it printed.
@@ -245,6 +246,25 @@ func TestLiveAuditTamperedVerdict(t *testing.T) {
 		t.Fatalf("tampered report: code %q, want %s (%v)", got, audit.CodeLiveVerdicts, ar.Err())
 	}
 	b.forged = append(b.forged, d.Digest)
+
+	// Finding 6 of issue 22: the report's own finishedAt moved to 2099 (published again) fails
+	// the binding of its times to its exec records'.
+	la = b.liveReport(res.Report)
+	la.FinishedAt = "2099-01-01T00:00:00Z"
+	d, _, err = st.PutRecord(evidence.MediaTypeLiveAudit, la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+		t.Fatal(err)
+	}
+	if ar, err = audit.Audit(st, d.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if got := refuse.CodeOf(ar.Err()); got != audit.CodeRecordTime {
+		t.Fatalf("report finished in 2099: code %q, want %s (%v)", got, audit.CodeRecordTime, ar.Err())
+	}
+	b.forged = append(b.forged, d.Digest)
 }
 
 func TestLiveAuditBadInput(t *testing.T) {
@@ -346,5 +366,123 @@ func TestLiveAuditRefusedKeepsEvidence(t *testing.T) {
 	execs := b.unreferencedExecs()
 	if len(execs) != 1 || execs[0].Step != evidence.StepIdentity || execs[0].ExitCode != 0 {
 		t.Fatalf("unreferenced exec records %+v, want the live audit's identity read", execs)
+	}
+}
+
+// TestLiveAuditReportOfAnotherReceipt: a live-audit report rewritten (canonically, and indexed)
+// so that it no longer matches the receipt it names fails the offline audit's receipt binding
+// with AUDIT_LIVE_RECEIPT: the report names a manifest the receipt does not bind, and, run from
+// a live-audit command, names a receipt the command does not.
+func TestLiveAuditReportOfAnotherReceipt(t *testing.T) {
+	testcluster.Need(t)
+	b := newBed(t, true, nil)
+	pre, rc, af := b.mustApply()
+	st, err := store.Open(b.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	raw, err := st.Get(pre.Preflight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preSize := int64(len(raw)) // a descriptor of the right size: the store itself stays whole
+	vectors := []struct {
+		name  string                       // the forgery
+		file  string                       // the live audit's command file
+		edit  func(la *evidence.LiveAudit) // applied to the genuine report
+		check string                       // the audit check that must refuse it
+	}{
+		{"another manifest than the receipt's", af, func(la *evidence.LiveAudit) { la.Manifest = la.LockReport }, "receipt"},
+		{"another receipt than the command's", b.liveAuditFile("live.json", rc.Receipt), func(la *evidence.LiveAudit) {
+			la.Receipt = evidence.Descriptor{MediaType: evidence.MediaTypeReceipt, Digest: pre.Preflight, Size: preSize}
+		}, "command"},
+	}
+	for _, v := range vectors {
+		res, err := b.liveAudit(v.file)
+		if err != nil {
+			t.Fatalf("%s: live audit: %v\n%s", v.name, err, b.out.String())
+		}
+		la := b.liveReport(res.Report)
+		v.edit(&la)
+		d, _, err := st.PutRecord(evidence.MediaTypeLiveAudit, la)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
+			t.Fatal(err)
+		}
+		b.forged = append(b.forged, d.Digest)
+		ar, err := audit.Audit(st, d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range ar.Checks {
+			found = found || c.Name == v.check && !c.OK && c.Code == audit.CodeLiveReceipt
+		}
+		if !found || ar.Err() == nil {
+			t.Fatalf("%s: no %s finding on check %q: %+v", v.name, audit.CodeLiveReceipt, v.check, ar.Checks)
+		}
+	}
+}
+
+// Findings 8 and 14 of issue 22: fields another manager adds to a Deployment's pod template, which
+// the release never sets (host namespaces, a hostPath volume of /, SYS_ADMIN, an AppArmor
+// unconfined annotation), are each drift, named with their manager, security-relevant first; the
+// live audit exits LIVE_DRIFT and its report passes the offline audit.
+func TestLiveAuditDriftAddedByOther(t *testing.T) {
+	testcluster.Need(t)
+	b, res := drift(t, func(b *bed) {
+		patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: qinglong-api\n  namespace: " + b.Namespace + "\n" +
+			"spec:\n  template:\n    metadata:\n      annotations:\n        container.apparmor.security.beta.kubernetes.io/api: unconfined\n" +
+			"    spec:\n      hostPID: true\n      hostNetwork: true\n" +
+			"      volumes:\n        - name: host\n          hostPath:\n            path: /\n" +
+			"      containers:\n        - name: api\n          securityContext:\n            capabilities:\n              add: [SYS_ADMIN]\n"
+		kubectl(t, []byte(patch), "apply", "--server-side", "--field-manager=intruder", "-f=-")
+		kubectl(t, nil, "label", "-n", b.Namespace, "configmap/qinglong-config", "team=other")
+	})
+	nc := notConverged(res)
+	v := nc["Deployment/qinglong-api"]
+	if len(nc) != 2 || v.Verdict != evidence.VerdictAddedByOther || !strings.Contains(v.Manager, "intruder (Apply)") || v.Code != string(convergence.CodeAddedByOther) {
+		t.Fatalf("verdicts %+v", nc)
+	}
+	if c := nc["ConfigMap/qinglong-config"]; c.Verdict != evidence.VerdictAddedByOther || c.Path != `metadata.labels.team` || !strings.Contains(c.Manager, "kubectl-label") {
+		t.Fatalf("label verdict %+v", c)
+	}
+	want := map[string]string{
+		"spec.template.spec.hostPID":                                                               "true",
+		"spec.template.spec.hostNetwork":                                                           "true",
+		"spec.template.spec.volumes[name=host]":                                                    `{"hostPath":{"path":"/","type":""},"name":"host"}`,
+		"spec.template.spec.containers[name=api].securityContext.capabilities.add":                 `["SYS_ADMIN"]`,
+		`spec.template.metadata.annotations["container.apparmor.security.beta.kubernetes.io/api"]`: `"unconfined"`,
+	}
+	security := 0
+	for i, a := range res.Added {
+		if a.Kind != "Deployment" {
+			if a.Security || i < len(want) {
+				t.Fatalf("addition %d %+v: not security-relevant, listed among them: %+v", i, a, res.Added)
+			}
+			continue
+		}
+		live, ok := want[a.Path]
+		if !ok || !a.Security || a.Manager != "intruder (Apply)" || (live != "" && a.Live != live) {
+			t.Errorf("addition %+v", a)
+			continue
+		}
+		security++
+		line := ceremony.AddedLine(a)
+		if !strings.Contains(b.out.String(), line+"\n") {
+			t.Errorf("drift line %q missing:\n%s", line, b.out.String())
+		}
+	}
+	if security != len(want) {
+		t.Fatalf("%d of %d security-relevant additions reported: %+v\n%s", security, len(want), res.Added, b.out.String())
+	}
+	if la := b.liveReport(res.Report); la.Judge != evidence.LiveJudgeAdditions || len(la.Added) != len(res.Added) {
+		t.Fatalf("report judge %q, %d additions", la.Judge, len(la.Added))
+	}
+	if !strings.Contains(b.out.String(), "4 of 6 objects converged: DRIFT (2 added-by-other)") {
+		t.Fatalf("summary:\n%s", b.out.String())
 	}
 }

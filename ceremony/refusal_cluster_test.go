@@ -35,7 +35,7 @@ func insertAfter(t testing.TB, s, anchor, text string) string {
 }
 
 // TestCeremonyRefusesKubeconfig: each kubeconfig is rewritten in the bed and its digest re-pinned,
-// so that only the policy (DESIGN §5) can refuse it; the refusal comes before any kubectl run.
+// so that only the policy (docs/rationale.md#5-kubeconfig-policy) can refuse it; the refusal comes before any kubectl run.
 func TestCeremonyRefusesKubeconfig(t *testing.T) {
 	testcluster.Need(t)
 	vectors := []struct {
@@ -120,7 +120,7 @@ func TestCeremonyRefusesKubeconfig(t *testing.T) {
 }
 
 // TestCeremonyRefusesKubectl: one private copy of the real kubectl, changed per case and restored,
-// so that only the executable checks (DESIGN §4) can refuse it.
+// so that only the executable checks (docs/rationale.md#4-private-inputs) can refuse it.
 func TestCeremonyRefusesKubectl(t *testing.T) {
 	testcluster.Need(t)
 	exe := privateKubectl(t)
@@ -150,7 +150,7 @@ func TestCeremonyRefusesKubectl(t *testing.T) {
 		{"other-writable", chmod(0o757), stablefile.CodeExecWritable},
 		// Not executable by its owner.
 		{"not executable", chmod(0o644), stablefile.CodeExecNotExecutable},
-		// setuid: stricter than DESIGN, refused as well.
+		// setuid: stricter than docs/rationale.md#4-private-inputs, refused as well.
 		{"setuid", chmod(os.ModeSetuid | 0o755), stablefile.CodeExecSetID},
 		// The pinned path is a symlink to the good copy.
 		{"symlinked path", func(t *testing.T) (string, string, func()) {
@@ -207,7 +207,7 @@ func TestCeremonyRefusesKubectl(t *testing.T) {
 	}
 }
 
-// TestCeremonyRefusesInputFiles: the private inputs (DESIGN §4) pinned wrong, not private, or a
+// TestCeremonyRefusesInputFiles: the private inputs (docs/rationale.md#4-private-inputs) pinned wrong, not private, or a
 // lock the independent verifier refuses.
 func TestCeremonyRefusesInputFiles(t *testing.T) {
 	testcluster.Need(t)

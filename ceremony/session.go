@@ -25,9 +25,6 @@ const (
 	CodeDigestMismatch refuse.Code = "DIGEST_MISMATCH"
 	// CodeClusterUID: the kube-system Namespace UID differs from expectedClusterUid.
 	CodeClusterUID refuse.Code = "CLUSTER_UID_MISMATCH"
-	// CodeKubectlStep: kubectl could not be run to completion (output ceiling, exec error) and the
-	// runner gave no code; a step timeout is kubeout.CodeTimeout.
-	CodeKubectlStep refuse.Code = "KUBECTL_STEP_FAILED"
 	// CodeStoreWrite: evidence could not be written to the store.
 	CodeStoreWrite refuse.Code = "STORE_WRITE_FAILED"
 )
@@ -42,7 +39,7 @@ const (
 // DefaultStepTimeout bounds one kubectl run.
 const DefaultStepTimeout = 2 * time.Minute
 
-// MaxKubectlOutput is the ceiling of each of a kubectl run's stdout and stderr (DESIGN §6).
+// MaxKubectlOutput is the ceiling of each of a kubectl run's stdout and stderr (docs/rationale.md#6-kubectl-invocations).
 const MaxKubectlOutput = 4 << 20
 
 // afterStep is a test hook called after each kubectl step returned and was recorded.
@@ -337,10 +334,9 @@ func (s *session) run(ctx context.Context, step string, stdin []byte) (*kubectl.
 		if refuse.CodeOf(err) == kubectl.CodeTimeout && res != nil {
 			return nil, kubeout.StepTimeout(step, s.opts.StepTimeout, s.lastStderr)
 		}
-		if refuse.CodeOf(err) != "" {
-			return nil, err
-		}
-		return nil, refuse.Wrap(CodeKubectlStep, err, "kubectl step %s", step)
+		// Every error of Run carries the runner's own code (KUBECTL_OUTPUT_LIMIT,
+		// KUBECTL_EXEC_FAILED, …; internal/kubectl's tests assert it of every refusal).
+		return nil, err
 	}
 	afterStep(step)
 	return res, nil

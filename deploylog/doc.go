@@ -1,4 +1,4 @@
-// Package deploylog is the pure core of ql3's deployment log (DESIGN §13, docs/log.md): the leaf
+// Package deploylog is the pure core of ql3's deployment log (docs/rationale.md#13-the-deployment-log, docs/log.md): the leaf
 // record, RFC 6962 tree hashing (golang.org/x/mod/sumdb/tlog), C2SP tlog-checkpoint text as
 // signed notes (golang.org/x/mod/sumdb/note), inclusion and consistency proofs, and C2SP
 // tlog-proof files. It does no i/o: the store writes the log, the offline auditor and the

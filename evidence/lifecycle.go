@@ -2,7 +2,7 @@ package evidence
 
 import "github.com/opencontainers/go-digest"
 
-// The records of a release's life after its receipt (issue 9): the live-audit report and the plan
+// The records of a release's life after its receipt (docs/issues.md#issue-9): the live-audit report and the plan
 // a preflight stores. docs/records.md describes them.
 const (
 	SchemaLiveAudit = "qinglong/ql3-live-audit@v1"
@@ -34,7 +34,25 @@ const (
 	VerdictImageDiffers      = "image-differs"      // an image authority does not run the lock's image
 	VerdictAnnotationDiffers = "annotation-differs" // a release annotation is not the lock's value
 	VerdictUnreadable        = "unreadable"         // the live object has no usable uid, resourceVersion or managedFields, or is being deleted
+	VerdictAddedByOther      = "added-by-other"     // a field the release does not set is owned by another manager (LiveJudgeAdditions)
 )
+
+// LiveJudgeAdditions names the live audit's rules since issue 22: besides every field the
+// release sets, every field, label and annotation another manager added is drift. A report
+// without a judge member was judged by the earlier rules, and is re-judged by them.
+const LiveJudgeAdditions = "ql3-live-judge@2"
+
+// LiveAddition is one field of a live object that another manager added (LiveJudgeAdditions).
+type LiveAddition struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Path       string `json:"path"`
+	Manager    string `json:"manager"`
+	Live       string `json:"live"`
+	Security   bool   `json:"security"` // host namespaces, host paths, capabilities, privilege, AppArmor, seccomp
+}
 
 // LiveVerdict is the live audit's verdict on one manifest object. Path, Manager, Live and Expected
 // say where a field stands that is not converged: short, low-sensitivity renderings (a manifest
@@ -82,6 +100,8 @@ type LiveAudit struct {
 	FieldManager       string          `json:"fieldManager"`
 	Execs              []Descriptor    `json:"execs"`
 	Verdicts           []LiveVerdict   `json:"verdicts"`
+	Judge              string          `json:"judge,omitempty"` // the rules that judged: LiveJudgeAdditions, or absent for the earlier ones
+	Added              []LiveAddition  `json:"added,omitempty"` // every field other managers added, per object in manifest order
 	Converged          bool            `json:"converged"`
 	NetworkAccess      bool            `json:"networkAccess"`      // always true
 	KubernetesMutation bool            `json:"kubernetesMutation"` // always false

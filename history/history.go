@@ -1,4 +1,4 @@
-// Package history reads a store offline and tells a release's life on its clusters (issue 9):
+// Package history reads a store offline and tells a release's life on its clusters (docs/issues.md#issue-9):
 // History lists every receipt, preflight, live audit and unfinished apply, newest first, and
 // Describe summarises one root record for a human. Both only read: they open no network connection,
 // run no program and write nothing. Every object they read is re-hashed by the store and every

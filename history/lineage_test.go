@@ -25,7 +25,7 @@ func lineage(t *testing.T, s *synth) *plan.Lineage {
 	return l
 }
 
-// Finding 7 of issue 22: two teams deploy to two namespaces of one cluster. Team A's receipt is
+// Finding 7 of issue 22 (docs/issues.md#issue-22): two teams deploy to two namespaces of one cluster. Team A's receipt is
 // superseded only by A's next one, never by B's; A's next plan compares with A's receipt, so B's
 // objects are never changed or left behind in it; B's receipt stays current.
 func TestSupersessionByObjectsTwoNamespaces(t *testing.T) {
@@ -76,7 +76,7 @@ func TestSupersessionByObjectsTwoNamespaces(t *testing.T) {
 	}
 }
 
-// Finding 6 of issue 22: a receipt whose finishedAt was edited to 2099 does not become the latest.
+// Finding 6 of issue 22 (docs/issues.md#issue-22): a receipt whose finishedAt was edited to 2099 does not become the latest.
 // The 3.4.2 preflight's plan names the 3.4.1 receipt, so 3.4.1 was published first whatever it
 // claims: describe says 3.4.2 superseded 3.4.1, never the reverse, and history lists 3.4.2 above it.
 func TestPublicationOrderIgnoresClaimedTime(t *testing.T) {

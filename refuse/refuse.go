@@ -13,7 +13,6 @@ package refuse
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -49,22 +48,22 @@ func (e *Error) Message() string {
 		}
 		return e.Msg + ": " + inner.Error()
 	}
-	return fmt.Sprintf("%s: %v", e.Msg, e.Err)
+	return e.Msg + ": " + escapeControls(e.Err.Error())
 }
 
 // New returns a refusal; its exit status is its code's (ExitStatus).
 func New(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Msg: sprintf(format, args...)}
 }
 
 // Wrap returns a refusal that keeps err as its cause.
 func Wrap(code Code, err error, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: err}
+	return &Error{Code: code, Msg: sprintf(format, args...), Err: err}
 }
 
 // WithHint sets the hint and returns e, for chaining at the raise site.
 func (e *Error) WithHint(format string, args ...any) *Error {
-	e.Hint = fmt.Sprintf(format, args...)
+	e.Hint = sprintf(format, args...)
 	return e
 }
 

@@ -73,7 +73,7 @@ func openDir(dirfd int, name, rel string) (heldDir, error) {
 		if dirfd == unix.AT_FDCWD {
 			if errors.Is(err, unix.ENOENT) {
 				return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store %s does not exist", name).
-					WithHint("create it with: ql3 store init %s", name)
+					WithHint("create it with: %s", refuse.ShellLine("ql3", "store", "init", name))
 			}
 			return heldDir{fd: -1}, refuse.New(CodeStoreRoot, "store path %q is missing or has a symlink component", name).
 				WithHint("name the store by its canonical path (realpath), with no symbolic link in it")

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,14 +9,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/deploylog/policy"
+	"github.com/qinglong/ql3/deploylog/witness"
+	"github.com/qinglong/ql3/internal/testbed/witnesstest"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -228,4 +234,90 @@ func wantCode(t testing.TB, err error, code refuse.Code) {
 	if got := refuse.CodeOf(err); got != code {
 		t.Fatalf("got %v (code %q), want %s", err, got, code)
 	}
+}
+
+// TestLogWitnessedByLitewitness: the real witness cosigns the store's own checkpoints as its log
+// grows (proofs from the store's tiles), and refuses a copy of the store taken before (a
+// rollback) and a copy that published something else at the same sizes (a fork).
+func TestLogWitnessedByLitewitness(t *testing.T) {
+	s := newLogStore(t)
+	signer, vkey := logKeyText(t)
+	w := witnesstest.Start(t, "witness.example/ql3-store", testOrigin, vkey)
+	c, err := witness.New(w.URL, w.Verifier, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(st *Store) (*witness.Result, error) {
+		cps, err := st.Checkpoints()
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest := cps[len(cps)-1]
+		cp, _, err := deploylog.ParseSignedCheckpoint(latest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hint, err := st.WitnessedSize(w.Verifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Submit(context.Background(), latest, hint, func(old int64) (tlog.TreeProof, error) {
+			return st.ConsistencyProof(old, cp.Size)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := st.PutCosignatures(cp.Size, w.Verifier, res.Cosignatures); err != nil {
+			t.Fatal(err)
+		}
+		return res, nil
+	}
+	var copyAt string
+	next := 0
+	for round, n := range []int{1, 2, 5, 9, 20} {
+		for range n {
+			publishIntent(t, s, next)
+			next++
+		}
+		if _, _, err := s.SignCheckpoint(signer); err != nil {
+			t.Fatal(err)
+		}
+		res, err := submit(s)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if res.Size != int64(next) {
+			t.Fatalf("round %d: cosigned size %d, the log has %d", round, res.Size, next)
+		}
+		if round == 2 {
+			copyAt = filepath.Join(t.TempDir(), "copy")
+			if out, err := exec.Command("cp", "-a", s.Root(), copyAt).CombinedOutput(); err != nil {
+				t.Fatalf("cp -a: %v\n%s", err, out)
+			}
+		}
+	}
+	pol := testPolicy(t, vkey, "quorum W1", testCosigner{name: w.Name, v: w.Verifier})
+	r := verifyLog(t, s, LogVerifyOptions{Verifier: pol})
+	wantLogOK(t, r)
+	if r.SignedSize != int64(next) || len(r.Checkpoints) != 5 {
+		t.Fatalf("signed %d of %d, %d checkpoints", r.SignedSize, next, len(r.Checkpoints))
+	}
+
+	// The copy taken at size 8: the witness has cosigned 37.
+	old, err := Open(copyAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	_, err = submit(old)
+	wantCode(t, err, witness.CodeAhead)
+	// The copy publishes other records up to the size the witness saw, and beyond.
+	for i := 8; i < next+3; i++ {
+		publishIntent(t, old, 1000+i)
+	}
+	if _, _, err := old.SignCheckpoint(signer); err != nil {
+		t.Fatal(err)
+	}
+	_, err = submit(old)
+	wantCode(t, err, witness.CodeInconsistent)
 }

@@ -1,4 +1,4 @@
-// Package store is ql3's content-addressed evidence store (DESIGN §7): OCI image-layout blobs
+// Package store is ql3's content-addressed evidence store (docs/rationale.md#7-the-evidence-store): OCI image-layout blobs
 // under blobs/sha256/, no-replace index pointers under index/<kind>/, staging under tmp/ and
 // per-command lock files under locks/.
 package store

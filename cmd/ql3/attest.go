@@ -25,7 +25,7 @@ func newAttestCmd(root *RootOptions) *cobra.Command {
 	o := &attestOptions{root: root}
 	c := readsStore(&cobra.Command{
 		Use:   "attest --store DIR --key KEY DIGEST",
-		Short: "Audit a receipt or preflight report, then sign an in-toto statement of its facts (Sigstore bundle)",
+		Short: "Audit a receipt, preflight or live-audit report, then sign an in-toto statement of its facts (Sigstore bundle)",
 		Long: "Audits the record offline first and refuses to sign one that fails. Then stores an in-toto\n" +
 			"Statement v1 about it (subject: the record's SHA-256; predicate: the facts an auditor filters on,\n" +
 			"read from the record) as a canonical record, signs exactly those bytes in a DSSE envelope inside a\n" +

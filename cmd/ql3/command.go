@@ -142,18 +142,22 @@ func (o *commandNewOptions) run(_ context.Context, s streams) error {
 	if err := stablefile.Create("command file", o.out, raw); err != nil {
 		return err
 	}
+	// The next command runs as printed: every argument shell-quoted (finding 16 of issue 22).
 	next := "ql3 preflight --command-file=" + shellQuote(o.out) + " --write-apply-command=" +
 		shellQuote(strings.TrimSuffix(o.out, filepath.Ext(o.out))+"-apply.json")
 	res := commandFileResult{OK: true, Path: o.out, Digest: evidence.FromBytes(raw), Release: off.ReleaseVersion, Command: c, Next: next}
 	var b strings.Builder
-	fmt.Fprintf(&b, "wrote %s (%s)\n", o.out, res.Digest)
-	fmt.Fprintf(&b, "store        %s\n", c.Store)
-	fmt.Fprintf(&b, "manifest     %s %s (%d resources)\n", c.Manifest.Path, c.Manifest.Digest, off.Resources)
-	fmt.Fprintf(&b, "lock report  %s %s (qinglong %s, commit %s)\n", c.LockReport.Path, c.LockReport.Digest, off.ReleaseVersion, off.CatalogCommit)
+	// Every path and value is quoted when it holds a control character: the review shows only
+	// lines ql3 wrote.
+	q := refuse.Quoted
+	fmt.Fprintf(&b, "wrote %s (%s)\n", q(o.out), res.Digest)
+	fmt.Fprintf(&b, "store        %s\n", q(c.Store))
+	fmt.Fprintf(&b, "manifest     %s %s (%d resources)\n", q(c.Manifest.Path), c.Manifest.Digest, off.Resources)
+	fmt.Fprintf(&b, "lock report  %s %s (qinglong %s, commit %s)\n", q(c.LockReport.Path), c.LockReport.Digest, q(off.ReleaseVersion), q(off.CatalogCommit))
 	k := off.Kubeconfig
-	fmt.Fprintf(&b, "kubeconfig   %s %s\n", c.Kubeconfig.Path, c.Kubeconfig.Digest)
-	fmt.Fprintf(&b, "context      %s (server %s, user %s, auth %s)\n", c.Kubeconfig.Context, k.Server, refuse.Ident(k.User), k.AuthKind)
-	fmt.Fprintf(&b, "kubectl      %s %s\n", c.Kubectl.Path, c.Kubectl.Digest)
+	fmt.Fprintf(&b, "kubeconfig   %s %s\n", q(c.Kubeconfig.Path), c.Kubeconfig.Digest)
+	fmt.Fprintf(&b, "context      %s (server %s, user %s, auth %s)\n", q(c.Kubeconfig.Context), q(k.Server), refuse.Ident(k.User), q(k.AuthKind))
+	fmt.Fprintf(&b, "kubectl      %s %s\n", q(c.Kubectl.Path), c.Kubectl.Digest)
 	fmt.Fprintf(&b, "cluster uid  %s (as given: the preflight refuses any other cluster)\n", c.ExpectedClusterUID)
 	fmt.Fprintf(&b, "next: %s\n", next)
 	res.text = b.String()
@@ -222,7 +226,7 @@ func (o *commandNewOptions) runFromReceipt(s streams) error {
 	next := "ql3 live-audit --command-file=" + shellQuote(o.out)
 	return o.root.printResult(s.out, commandFileResult{OK: true, Path: o.out, Digest: evidence.FromBytes(raw),
 		Release: rc.Lock.ReleaseVersion, Command: c, Next: next,
-		text: fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s\n", o.out, evidence.FromBytes(raw), rd, rc.Lock.ReleaseVersion, rc.ClusterUID, next)}, nil)
+		text: fmt.Sprintf("wrote %s (%s)\nreceipt      %s (release %s, cluster %s)\nnext: %s\n", refuse.Quoted(o.out), evidence.FromBytes(raw), rd, refuse.Quoted(rc.Lock.ReleaseVersion), refuse.Quoted(rc.ClusterUID), next)}, nil)
 }
 
 // getRecord reads a record of mediaType from the store (re-hashed, canonical, closed shape).

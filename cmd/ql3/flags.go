@@ -71,12 +71,7 @@ func pathVar(fs *pflag.FlagSet, p *string, name, usage string) {
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it, so that a printed command runs as shown.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@,+%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellQuote(s string) string { return refuse.ShellQuote(s) }
 
 // Codes of a DIGEST argument given as a prefix.
 const (

@@ -133,7 +133,7 @@ func TestParseCommandRefusals(t *testing.T) {
 		{name: "empty context", edit: func(m map[string]any) { m["kubeconfig"].(map[string]any)["context"] = "" }, code: CodeCommandField},
 		// empty cluster uid
 		{name: "empty uid", edit: func(m map[string]any) { m["expectedClusterUid"] = "" }, code: CodeCommandField},
-		// finding 17 of issue 22: a uid is checked offline for the form the API server issues
+		// finding 17 of issue 22 (docs/issues.md#issue-22): a uid is checked offline for the form the API server issues
 		{name: "uid with a newline", edit: func(m map[string]any) { m["expectedClusterUid"] = "7f6c2a1e-0000-4000-8000-00000000000\n" }, code: CodeClusterUID},
 		{name: "uid of 120 KB", edit: func(m map[string]any) { m["expectedClusterUid"] = strings.Repeat("a", 120<<10) }, code: CodeClusterUID},
 		{name: "upper-case uid", edit: func(m map[string]any) { m["expectedClusterUid"] = "7F6C2A1E-0000-4000-8000-000000000001" }, code: CodeClusterUID},

@@ -1,6 +1,6 @@
 // Package lock is the consumer's independent verifier of a lock report
 // (qinglong/kubernetes-deployment-lock@v2) against the exact bytes of its locked manifest
-// (DESIGN §9, docs/lock-v2.md). The ceremony and the offline auditor call Verify; it trusts
+// (docs/rationale.md#9-lock-report-v2, docs/lock-v2.md). The ceremony and the offline auditor call Verify; it trusts
 // nothing the producer claims and shares no code with the materializer that writes locks.
 package lock
 

@@ -1,4 +1,4 @@
-// Package kubeconfig enforces ql3's kubeconfig policy (DESIGN §5).
+// Package kubeconfig enforces ql3's kubeconfig policy (docs/rationale.md#5-kubeconfig-policy).
 //
 // The file is read twice: once as a plain YAML tree, to see every key that is present whatever
 // its value and in every entry (not only the selected one), and once with clientcmd.Load, the

@@ -1,4 +1,4 @@
-// Package kubectl runs the five kubectl invocations of the ceremony (DESIGN §6) and checks the
+// Package kubectl runs the five kubectl invocations of the ceremony (docs/rationale.md#6-kubectl-invocations) and checks the
 // shape of recorded ones for the offline auditor.
 //
 // Each run gets a fresh private 0700 directory holding a copy of the verified kubeconfig and
@@ -76,7 +76,8 @@ func (r *Runner) validate(step string, stdin []byte) error {
 //
 // Result is non-nil whenever the process was started, also on the timeout, cancellation,
 // output-limit and killed refusals, so that the caller can store it as evidence. A non-zero exit
-// is not an error of Run: the caller judges ExitCode. Any error means the step did not complete
+// is not an error of Run: the caller judges ExitCode. Every error is a *refuse.Error with one of
+// this package's codes (the caller passes it on as it is), and means the step did not complete
 // as kubectl's own answer, whatever ExitCode says:
 //
 //   - KUBECTL_TIMEOUT, KUBECTL_CANCELED, KUBECTL_OUTPUT_LIMIT: ql3 killed the process group

@@ -1,4 +1,4 @@
-// Package materialize is the producer side of lock report v2 (DESIGN §9): it turns a release
+// Package materialize is the producer side of lock report v2 (docs/rationale.md#9-lock-report-v2): it turns a release
 // catalog and an unlocked manifest into a locked manifest and its lock report, for synthetic
 // releases, tests and the demo. docs/materialize.md is the normative description.
 //

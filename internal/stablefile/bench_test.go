@@ -10,7 +10,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 )
 
-// kubectlSize is about the size of kubectl 1.34, the executable DESIGN §4 hashes at the start and
+// kubectlSize is about the size of kubectl 1.34, the executable rationale §4 (docs/rationale.md#4-private-inputs) hashes at the start and
 // at the end of every ceremony.
 const kubectlSize = 80 << 20
 

@@ -26,7 +26,7 @@ const (
 	CodeExecOwner refuse.Code = "EXECUTABLE_OWNER"
 	// CodeExecWritable: the executable is writable by its group or by others.
 	CodeExecWritable refuse.Code = "EXECUTABLE_WRITABLE"
-	// CodeExecSetID: the executable has the setuid or setgid bit (stricter than DESIGN).
+	// CodeExecSetID: the executable has the setuid or setgid bit (stricter than docs/rationale.md#4-private-inputs).
 	CodeExecSetID refuse.Code = "EXECUTABLE_SETID"
 	// CodeExecNotExecutable: the owner's execute bit is not set.
 	CodeExecNotExecutable refuse.Code = "EXECUTABLE_NOT_EXECUTABLE"

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
@@ -332,4 +333,20 @@ func TestOpenat2Missing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadIO: a failure that is neither a missing component nor a symlink is INPUT_IO, with
+// both resolvers: a directory name longer than the kernel takes (ENAMETOOLONG), in the
+// directory part and as the last component, for a private input and for the executable.
+func TestReadIO(t *testing.T) {
+	resolvers(t, func(t *testing.T) {
+		long := strings.Repeat("n", 300)
+		dir := privateDir(t)
+		for _, p := range []string{dir + "/" + long + "/input", dir + "/" + long} {
+			_, err := Read(p, evidence.RoleKubeconfig, testCeiling)
+			wantCode(t, err, CodeIO)
+			_, err = OpenExecutable(p, digest.FromString(""))
+			wantCode(t, err, CodeIO)
+		}
+	})
 }

@@ -1,5 +1,5 @@
 // Package stablefile reads ql3's private inputs and holds the kubectl executable so that what was
-// checked is what is used (DESIGN §4).
+// checked is what is used (docs/rationale.md#4-private-inputs).
 //
 // A private input (command file, manifest, lock report, kubeconfig) is read once, through one
 // descriptor, with its identity recorded; Reverify opens the path again the same way and refuses
@@ -65,7 +65,7 @@ type snapshot struct {
 	id, dir identity
 }
 
-// Read reads the private input at path, refusing it unless it passes every check of DESIGN §4,
+// Read reads the private input at path, refusing it unless it passes every check of rationale §4 (docs/rationale.md#4-private-inputs),
 // and reads at most ceiling bytes: a larger file is refused, never truncated. role names the
 // input in messages and in its evidence record.
 func Read(path, role string, ceiling int64) (*File, error) {

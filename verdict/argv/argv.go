@@ -20,7 +20,7 @@ const (
 	CodeUnknownStep refuse.Code = "KUBECTL_UNKNOWN_STEP"
 	// CodeArgvShape: a recorded argv is not exactly the fixed invocation of its step.
 	CodeArgvShape refuse.Code = "KUBECTL_ARGV_SHAPE"
-	// CodeEnvShape: a recorded environment is not exactly the DESIGN §6 set for the run's directory.
+	// CodeEnvShape: a recorded environment is not exactly the rationale §6 (docs/rationale.md#6-kubectl-invocations) set for the run's directory.
 	CodeEnvShape refuse.Code = "KUBECTL_ENV_SHAPE"
 )
 
@@ -171,7 +171,7 @@ func Build(execPath, step, dir, context string) ([]string, bool) {
 	return buildArgv(execPath, step, dir, context)
 }
 
-// Environ is the whole environment of a run in dir (DESIGN §6).
+// Environ is the whole environment of a run in dir (docs/rationale.md#6-kubectl-invocations).
 func Environ(dir string) []string { return environ(dir) }
 
 // Known reports whether step is one of the ceremony's kubectl steps.

@@ -25,6 +25,9 @@ type Input struct {
 	Authorities  []lock.Authority  // from lock.Verify
 	FieldManager string            // qinglong3-catalog-lock
 	Stdout       []byte            // stdout of `kubectl get -f=- -o=json --show-managed-fields=true`
+	// Additions makes Judge report the fields other managers added (the live audit's rules
+	// evidence.LiveJudgeAdditions); Verify ignores it.
+	Additions bool
 }
 
 // Output identifies the live objects, in manifest order.

@@ -118,3 +118,11 @@ func TestMessagesQuoteIdentifiers(t *testing.T) {
 		t.Fatalf("unsafe message: %q", msg)
 	}
 }
+
+// A live-audit report that names judging rules this ql3 does not know is refused, never judged
+// by other rules.
+func TestJudgeLiveRulesUnknown(t *testing.T) {
+	if _, err := convergence.JudgeLiveRules("ql3-live-judge@9", nil, nil, 0, nil, 0); refuse.CodeOf(err) != convergence.CodeJudgeUnknown {
+		t.Fatalf("unknown rules: %v", err)
+	}
+}

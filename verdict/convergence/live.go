@@ -15,8 +15,22 @@ const CodeReadFailed refuse.Code = "CONVERGENCE_READ_FAILED"
 // 1 for an object it does not find and prints the others); anything else is a failed read. The
 // offline auditor calls it on the stored stdout and exit code.
 func JudgeLive(l *lock.Result, receipt []evidence.LiveObject, exit int, stdout []byte, stderrBytes int) ([]Finding, error) {
+	return JudgeLiveRules("", l, receipt, exit, stdout, stderrBytes)
+}
+
+// CodeJudgeUnknown: a live-audit report names judging rules this ql3 does not know.
+const CodeJudgeUnknown refuse.Code = "CONVERGENCE_JUDGE_UNKNOWN"
+
+// JudgeLiveRules is JudgeLive under the rules a live-audit report names (its judge member): ""
+// for the rules before issue 22 (the fields the release sets), evidence.LiveJudgeAdditions for
+// those and every field another manager added. A report is re-judged by the rules it was judged
+// by, so a report written before the rules grew still audits.
+func JudgeLiveRules(rules string, l *lock.Result, receipt []evidence.LiveObject, exit int, stdout []byte, stderrBytes int) ([]Finding, error) {
+	if rules != "" && rules != evidence.LiveJudgeAdditions {
+		return nil, refuse.New(CodeJudgeUnknown, "live-audit rules %s are not known to this ql3", refuse.Ident(rules))
+	}
 	fs, err := Judge(Input{Objects: l.Objects, Authorities: l.Authorities,
-		FieldManager: evidence.FieldManager, Stdout: stdout}, receipt)
+		FieldManager: evidence.FieldManager, Stdout: stdout, Additions: rules == evidence.LiveJudgeAdditions}, receipt)
 	if exit != 0 {
 		missing := 0
 		for _, f := range fs {

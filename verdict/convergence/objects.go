@@ -3,6 +3,7 @@ package convergence
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -24,6 +25,7 @@ type Finding struct {
 	Live     string              // the live value, short; "" when absent
 	Expected string              // the value the manifest and lock set, short
 	Detail   string              // the convergence verifier's message
+	Added    []Addition          // fields other managers added (Input.Additions), security-relevant first
 }
 
 // maxShownValue bounds a value a finding repeats: manifests hold no Secret, yet a line of a
@@ -73,6 +75,13 @@ func Judge(in Input, receipt []evidence.LiveObject) ([]Finding, error) {
 		}
 		f.Object = lo.id
 		judgeObject(f, o, lo, auth[i])
+		if in.Additions {
+			f.Added = additions(o.Fields, lo)
+			if a := f.Added; f.Verdict == evidence.VerdictConverged && len(a) > 0 {
+				f.Verdict, f.Code, f.Path, f.Manager, f.Live = evidence.VerdictAddedByOther, CodeAddedByOther, a[0].Path, a[0].Manager, a[0].Live
+				f.Detail = fmt.Sprintf("%d field(s) the release does not set, owned by another manager", len(a))
+			}
+		}
 		if receipt[i].UID != lo.id.UID {
 			f.Verdict, f.Code = evidence.VerdictRecreated, ""
 			f.Detail = "uid " + lo.id.UID + " is not the receipt's " + refuse.Ident(receipt[i].UID) + "; " + f.Detail

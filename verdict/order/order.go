@@ -1,10 +1,10 @@
 // Package order puts a store's published root records (preflight reports, apply intents,
 // receipts, live-audit reports) in the order they were published, from what the records
-// themselves prove, never from a time they claim (issue 22). A record names the records it was
+// themselves prove, never from a time they claim (docs/issues.md#issue-22). A record names the records it was
 // made from: a receipt its preflight and intent, an intent its preflight, a live audit its
 // receipt, a preflight the receipt its plan compared with. A record's digest covers those names,
 // so the named record existed first. That is a partial order; Publication extends it to a total
-// one and is the one place that does, so the deployment log (DESIGN §13), whose leaves are in
+// one and is the one place that does, so the deployment log (docs/rationale.md#13-the-deployment-log), whose leaves are in
 // commit order, can replace its source without touching a caller.
 package order
 

@@ -1,6 +1,6 @@
 // Package plan computes, offline, what a preflight's release will change on a cluster relative
 // to the latest receipt of the same cluster in the same store that shares an object with it
-// (issue 9; by objects and publication order since issue 22, see Lineage): the objects added and
+// (docs/issues.md#issue-9; by objects and publication order since issue 22 (docs/issues.md#issue-22), see Lineage): the objects added and
 // changed with the paths of their changing fields, the images and release annotations that move,
 // and the objects the previous release had that this one lacks, which stay because ql3 never
 // deletes. It reads the two stored manifests and the previous receipt's objects, and runs no

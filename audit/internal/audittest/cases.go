@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -32,21 +33,37 @@ func Cases() []Rewrite {
 	cs := []Rewrite{
 		// Controls: the forger alone yields a passing audit once published, so every case below
 		// fails for its own change, not for the forging.
-		{"control: receipt finishedAt", "", receiptEdit(func(r *evidence.Receipt) { r.FinishedAt = "2001-02-03T04:05:06.000000007Z" })},
+		{"control: receipt finishedAt a second later", "", receiptEdit(func(r *evidence.Receipt) { r.FinishedAt = shift(r.FinishedAt, time.Second) })},
 		{"control: identity exec started later within its run, shared with the intent", "", execEdit(xIdentity, func(e *evidence.Exec) { e.StartedAt = e.FinishedAt; e.DurationMs++ })},
-		{"control: intent createdAt", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
-			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.CreatedAt = "2001-02-03T04:05:06Z" })
+		{"control: intent createdAt a microsecond later", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
+			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.CreatedAt = shift(in.CreatedAt, time.Microsecond) })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
-		{"control: preflight startedAt, apply command re-pointed", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
-			Edit(f, fx.Roots.Preflight, func(p *evidence.Preflight) { p.StartedAt = "2001-02-03T04:05:06Z" })
+		{"control: preflight startedAt a second earlier, apply command re-pointed", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
+			Edit(f, fx.Roots.Preflight, func(p *evidence.Preflight) { p.StartedAt = shift(p.StartedAt, -time.Second) })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
 		{"control: recovered receipt, earlier attempt's exec finished earlier", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
 			Edit(f, Rec[evidence.Intent](f, Rec[evidence.Receipt](f, fx.Roots.RecoveredReceipt).Intent).Execs[0], func(e *evidence.Exec) { e.FinishedAt = e.StartedAt })
 			return f.Rewrite(fx.Roots.RecoveredReceipt)
 		}},
-		{"control: preflight report finishedAt", "", preflightEdit(func(p *evidence.Preflight) { p.FinishedAt = "2001-02-03T04:05:06Z" })},
+		{"control: preflight report finishedAt a second later", "", preflightEdit(func(p *evidence.Preflight) { p.FinishedAt = shift(p.FinishedAt, time.Second) })},
+
+		// Finding 6 of issue 22: a record's own times are bound to its exec records' times.
+		{"record time: receipt finishedAt in 2099", audit.CodeRecordTime, receiptEdit(func(r *evidence.Receipt) { r.FinishedAt = "2099-01-01T00:00:00Z" })},
+		{"record time: receipt finishedAt before its last exec finished", audit.CodeRecordTime, receiptEdit(func(r *evidence.Receipt) { r.FinishedAt = "2001-02-03T04:05:06.000000007Z" })},
+		{"record time: receipt finishedAt eleven minutes after its last exec", audit.CodeRecordTime, receiptEdit(func(r *evidence.Receipt) { r.FinishedAt = shift(r.FinishedAt, 11*time.Minute) })},
+		{"record time: receipt startedAt after its first exec started", audit.CodeRecordTime, receiptEdit(func(r *evidence.Receipt) { r.StartedAt = shift(r.FinishedAt, 0) })},
+		{"record time: receipt startedAt with a +00:00 offset", audit.CodeRecordTime, receiptEdit(func(r *evidence.Receipt) { r.StartedAt = strings.TrimSuffix(r.StartedAt, "Z") + "+00:00" })},
+		{"record time: intent createdAt in 2001", audit.CodeRecordTime, func(f *Forger, fx *Fixture) evidence.Descriptor {
+			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.CreatedAt = "2001-02-03T04:05:06Z" })
+			return f.Rewrite(fx.Roots.Receipt)
+		}},
+		{"record time: preflight startedAt in 2001, apply command re-pointed", audit.CodeRecordTime, func(f *Forger, fx *Fixture) evidence.Descriptor {
+			Edit(f, fx.Roots.Preflight, func(p *evidence.Preflight) { p.StartedAt = "2001-02-03T04:05:06Z" })
+			return f.Rewrite(fx.Roots.Receipt)
+		}},
+		{"record time: preflight report finishedAt in 2001", audit.CodeRecordTime, preflightEdit(func(p *evidence.Preflight) { p.FinishedAt = "2001-02-03T04:05:06Z" })},
 
 		// The receipt's own claims and bindings.
 		{"receipt: another clusterUid", audit.CodeClusterUID, receiptEdit(func(r *evidence.Receipt) { r.ClusterUID = otherUID(r.ClusterUID) })},
@@ -288,4 +305,9 @@ func indent(b []byte) []byte {
 		panic(err)
 	}
 	return out.Bytes()
+}
+
+// shift moves an RFC 3339 time by d, in the form the ceremony writes.
+func shift(s string, d time.Duration) string {
+	return parseTime(s).Add(d).UTC().Format(time.RFC3339Nano)
 }

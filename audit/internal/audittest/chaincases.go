@@ -11,7 +11,7 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// chainCases hold the chain's exec records to one kubectl process each (issue 13): every case
+// chainCases hold the chain's exec records to one kubectl process each (docs/issues.md#issue-13): every case
 // passed the audit before the exec reuse, run directory, exec time and argv form checks existed.
 func chainCases() []Rewrite {
 	return []Rewrite{
@@ -23,6 +23,8 @@ func chainCases() []Rewrite {
 		{"control: convergence exec through the largest descriptor", "", execEdit(xConvergence, func(e *evidence.Exec) { e.Argv[0] = "/proc/self/fd/2147483647" })},
 		{"control: apply exec started the instant the dry-run finished", "", func(f *Forger, fx *Fixture) evidence.Descriptor {
 			dry := Rec[evidence.Exec](f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Execs[xDryRun])
+			// The intent is written between the two, so at that instant too (record times).
+			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.CreatedAt = dry.FinishedAt })
 			return execEdit(xApply, func(e *evidence.Exec) { e.StartedAt = dry.FinishedAt })(f, fx)
 		}},
 

@@ -42,7 +42,7 @@ func WithPlan(f *Forger, fx *Fixture, p *evidence.Plan, root evidence.Descriptor
 	}
 	f.put(b)
 	d := evidence.Descriptor{MediaType: evidence.MediaTypePlan, Digest: evidence.FromBytes(b), Size: int64(len(b))}
-	Edit(f, fx.Roots.RecoveredPreflight, func(pr *evidence.Preflight) { pr.Plan, pr.FinishedAt = &d, "2001-02-03T04:05:06Z" })
+	Edit(f, fx.Roots.RecoveredPreflight, func(pr *evidence.Preflight) { pr.Plan = &d })
 	return f.Rewrite(root)
 }
 
@@ -62,7 +62,7 @@ func planEdit(preflight bool, edit func(*evidence.Plan)) func(*Forger, *Fixture)
 }
 
 // planCases: the plan a preflight stored must be the plan re-derived offline from the records it
-// names (issue 9), through a receipt's preflight and with the preflight as the subject.
+// names (docs/issues.md#issue-9), through a receipt's preflight and with the preflight as the subject.
 func planCases() []Rewrite {
 	return []Rewrite{
 		{"control: recovered receipt, its preflight with its true plan against the straight receipt", "", planEdit(false, func(*evidence.Plan) {})},
@@ -95,6 +95,18 @@ func planCases() []Rewrite {
 			Edit(f, fx.Roots.Receipt, func(r *evidence.Receipt) { r.FinishedAt = "2001-02-03T04:05:06Z" })
 			unpublished := f.Rewrite(fx.Roots.Receipt)
 			return WithPlan(f, fx, TruePlan(f, fx, unpublished), fx.Roots.RecoveredReceipt)
+		}},
+		// Finding 6 of issue 22: a receipt whose whole chain was moved to 2099 and published again
+		// cannot be the previous receipt of a preflight whose execs ran in 2026.
+		{"record time: the preflight's execs ran before the receipt its plan names finished", audit.CodeRecordTime, func(f *Forger, fx *Fixture) evidence.Descriptor {
+			rc := Rec[evidence.Receipt](f, fx.Roots.Receipt)
+			last := rc.Execs[len(rc.Execs)-1]
+			Edit(f, last, func(e *evidence.Exec) { e.StartedAt, e.FinishedAt = "2099-01-01T00:00:00Z", "2099-01-01T00:00:01Z" })
+			moved2099 := f.Rewrite(last)
+			Edit(f, fx.Roots.Receipt, func(r *evidence.Receipt) { r.Execs[len(r.Execs)-1], r.FinishedAt = moved2099, "2099-01-01T00:00:02Z" })
+			moved := f.Rewrite(fx.Roots.Receipt)
+			f.Publish(moved)
+			return WithPlan(f, fx, TruePlan(f, fx, moved), fx.Roots.RecoveredReceipt)
 		}},
 		{"plan: previous receipt with two objects swapped, published", plan.CodePreviousInvalid, func(f *Forger, fx *Fixture) evidence.Descriptor {
 			p := TruePlan(f, fx, fx.Roots.Receipt)

@@ -21,7 +21,7 @@ import (
 	"github.com/qinglong/ql3/store"
 )
 
-// Dirs are the directories of a store (DESIGN §7). A captured store keeps files only: git keeps
+// Dirs are the directories of a store (docs/rationale.md#7-the-evidence-store). A captured store keeps files only: git keeps
 // neither empty directories nor modes, so Materialize creates every one of them 0700.
 var Dirs = []string{"blobs", "blobs/sha256", "index", "index/" + evidence.IndexReceipts,
 	"index/" + evidence.IndexIntents, "index/" + evidence.IndexPreflights, "tmp", "locks"}

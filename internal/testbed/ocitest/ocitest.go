@@ -43,7 +43,7 @@ func RepoRoot() string {
 // Store1000 is the captured store of a 1,000-resource receipt.
 func Store1000() string { return filepath.Join(RepoRoot(), "audit/testdata/store-1000") }
 
-// StoreDirs are a store's directories (DESIGN §7): git keeps neither empty directories nor modes.
+// StoreDirs are a store's directories (docs/rationale.md#7-the-evidence-store): git keeps neither empty directories nor modes.
 var StoreDirs = []string{"blobs", "blobs/sha256", "index", "index/" + evidence.IndexReceipts,
 	"index/" + evidence.IndexIntents, "index/" + evidence.IndexPreflights, "tmp", "locks"}
 

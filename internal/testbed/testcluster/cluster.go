@@ -332,7 +332,7 @@ func (c *Cluster) Secrets() [][]byte {
 	return out
 }
 
-// Kubectl runs the real kubectl as admin with the DESIGN §6 environment.
+// Kubectl runs the real kubectl as admin with the rationale §6 (docs/rationale.md#6-kubectl-invocations) environment.
 func (c *Cluster) Kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, []byte, error) {
 	home, err := os.MkdirTemp(c.Dir, "kubectl-")
 	if err != nil {

@@ -29,7 +29,7 @@ func envValue(out, key string) string {
 }
 
 // TestStateDirsIsolateClusters: two state directories on one machine are two clusters, and
-// `down` of one leaves the other serving (issue 13, finding 6: one cluster per $HOME used to be
+// `down` of one leaves the other serving (docs/issues.md#issue-13, finding 6: one cluster per $HOME used to be
 // stopped by any other checkout's cluster-down).
 func TestStateDirsIsolateClusters(t *testing.T) {
 	testcluster.NeedTools(t)
