@@ -297,6 +297,9 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 	}
 	if !res.OK {
 		res.Repair = s.buildRepair(conv.stdout, string(res.Report))
+		if n := len(res.Added); n > 0 {
+			res.Repair.Note = fmt.Sprintf("the %d field(s) other managers added (added-by-other above) stay: an apply never removes a field it does not own; remove them with kubectl if they must go, then audit again", n)
+		}
 		hint := "run the repair commands printed above, in order: they hand the fields back without --force-conflicts and re-assert the release (docs/lifecycle.md, repairing drift)"
 		if res.Repair.Error != "" {
 			hint = "re-assert the release with a new preflight and apply of its lock once the fields other managers hold are handed back (docs/lifecycle.md, repairing drift)"

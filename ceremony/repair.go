@@ -25,6 +25,9 @@ type Repair struct {
 	Objects []RepairObject `json:"objects"`
 	Steps   []RepairStep   `json:"steps"`
 	Error   string         `json:"error,omitempty"` // the files could not be written: no steps
+	// Note says what the steps leave as it is: fields other managers added, which no apply
+	// removes (the live audit's added-by-other findings).
+	Note string `json:"note,omitempty"`
 }
 
 // RepairObject is one live object that has not converged and its drifted fields.
@@ -207,5 +210,8 @@ func (r *Repair) WriteText(w io.Writer, release string) {
 	fmt.Fprintf(w, "repair: hand the fields back without --force-conflicts, then re-assert release %s; run in order (files in %s):\n", release, r.Dir)
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "  %s\n", s.Line)
+	}
+	if r.Note != "" {
+		fmt.Fprintf(w, "repair: note: %s\n", r.Note)
 	}
 }

@@ -29,11 +29,6 @@ const (
 // CodeLogKeyFile: a log key file could not be written (it exists, or its directory is unusable).
 const CodeLogKeyFile refuse.Code = "LOG_KEY_FILE"
 
-// loadPolicy turns a C2SP tlog-policy file into the checkpoint verifier of `log verify --policy`
-// and `audit --policy` (the log key and the witness quorum). The witness package sets it; until
-// then --policy is refused.
-var loadPolicy func(path string) (deploylog.CheckpointVerifier, error)
-
 func newLogCmd(root *RootOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "log",
@@ -79,10 +74,7 @@ func loadLogVerifier(path string) (deploylog.KeyVerifier, error) {
 func checkpointVerifier(keyPath, policyPath string) (deploylog.CheckpointVerifier, error) {
 	switch {
 	case policyPath != "":
-		if loadPolicy == nil {
-			return nil, refuse.New(CodeFlagNotApplicable, "--policy is not supported by this build")
-		}
-		return loadPolicy(policyPath)
+		return loadPolicyFile(policyPath)
 	case keyPath != "":
 		return loadLogVerifier(keyPath)
 	}

@@ -21,9 +21,8 @@ import (
 // maxWitnessKeyFile bounds a witness verifier key file (one vkey line).
 const maxWitnessKeyFile = 4 << 10
 
-func init() { loadPolicy = loadPolicyFile }
-
-// loadPolicyFile reads a C2SP tlog-policy file into the verifier of --policy: the checkpoint
+// loadPolicyFile reads a C2SP tlog-policy file into the verifier of `log verify --policy` and
+// `audit --policy`: the checkpoint
 // must be signed by a policy log and cosigned by the policy's quorum (docs/log.md).
 func loadPolicyFile(path string) (deploylog.CheckpointVerifier, error) {
 	b, err := input.ReadFile(path, policy.MaxPolicySize)

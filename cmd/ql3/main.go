@@ -77,15 +77,6 @@ func (o *RootOptions) storeName() string {
 	return "--store"
 }
 
-// storeArg is the --store of a message or a printed command: "--store DIR", or nothing when no
-// store was named.
-func (o *RootOptions) storeArg() string {
-	if o.Store == "" {
-		return ""
-	}
-	return " --store " + shellQuote(o.Store)
-}
-
 // OpenStore opens the store named by --store or QL3_STORE.
 func (o *RootOptions) OpenStore() (*store.Store, error) {
 	if o.Store == "" {

@@ -40,8 +40,8 @@ func hostile(t *testing.T) (*ocitest.Hostile, *ociartifact.Collected) {
 }
 
 // pullWithin pulls ref into a fresh store, fails the test if that takes longer than limit, and
-// checks that a refused pull wrote nothing. It returns the error and the time taken.
-func pullWithin(t *testing.T, ctx context.Context, ref string, o transfer.Options, limit time.Duration) (error, time.Duration) {
+// checks that a refused pull wrote nothing. It returns the time taken and the error.
+func pullWithin(t *testing.T, ctx context.Context, ref string, o transfer.Options, limit time.Duration) (time.Duration, error) {
 	t.Helper()
 	dst := freshStore(t)
 	start := time.Now()
@@ -58,11 +58,11 @@ func pullWithin(t *testing.T, ctx context.Context, ref string, o transfer.Option
 				t.Fatalf("a refused pull wrote %v", fs)
 			}
 		}
-		return err, took
+		return took, err
 	case <-time.After(limit):
 		t.Fatalf("the pull did not end within %s", limit)
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // stall blocks a handler until its client goes away.
@@ -125,7 +125,7 @@ func TestHostileStalls(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			h.Hook = v.hook
 			v.o.CAFile = h.CAFile
-			err, took := pullWithin(t, context.Background(), ref, v.o, 10*time.Second)
+			took, err := pullWithin(t, context.Background(), ref, v.o, 10*time.Second)
 			if code(err) != transfer.CodeTimeout {
 				t.Fatalf("got %v, want %s", err, transfer.CodeTimeout)
 			}
@@ -136,7 +136,7 @@ func TestHostileStalls(t *testing.T) {
 		h.Hook = vectors[1].hook
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(bound, cancel)
-		err, took := pullWithin(t, ctx, ref, transfer.Options{CAFile: h.CAFile}, 5*time.Second)
+		took, err := pullWithin(t, ctx, ref, transfer.Options{CAFile: h.CAFile}, 5*time.Second)
 		if code(err) != transfer.CodeInterrupted {
 			t.Fatalf("got %v, want %s", err, transfer.CodeInterrupted)
 		}
@@ -165,7 +165,7 @@ func TestHostileRedirects(t *testing.T) {
 				http.Redirect(w, r, v.to+r.URL.Path+"?moved=1", http.StatusTemporaryRedirect)
 				return true
 			}
-			err, _ := pullWithin(t, context.Background(), ref, transfer.Options{CAFile: h.CAFile}, 10*time.Second)
+			_, err := pullWithin(t, context.Background(), ref, transfer.Options{CAFile: h.CAFile}, 10*time.Second)
 			if code(err) != v.code {
 				t.Fatalf("got %v, want %q", err, v.code)
 			}
@@ -183,7 +183,7 @@ func TestHostileBodyLongerThanDescriptor(t *testing.T) {
 		w.Write(append(append([]byte{}, c.Blobs[layer.Digest]...), make([]byte, 1<<20)...))
 		return true
 	}
-	err, _ := pullWithin(t, context.Background(), h.Host+"/ql3/evidence:base", transfer.Options{CAFile: h.CAFile}, 10*time.Second)
+	_, err := pullWithin(t, context.Background(), h.Host+"/ql3/evidence:base", transfer.Options{CAFile: h.CAFile}, 10*time.Second)
 	t.Log(err)
 	if got := code(err); got != ociartifact.CodeBlobDigest {
 		t.Fatalf("got %v, want %s", err, ociartifact.CodeBlobDigest)
@@ -228,7 +228,7 @@ func TestHostileManyLayers(t *testing.T) {
 			tag := strings.NewReplacer(",", "", " ", "-").Replace(v.name)
 			h.PutManifest(tag, mb)
 			h.BlobGets.Store(0)
-			err, took := pullWithin(t, context.Background(), h.Host+"/ql3/evidence:"+tag, transfer.Options{CAFile: h.CAFile}, 30*time.Second)
+			took, err := pullWithin(t, context.Background(), h.Host+"/ql3/evidence:"+tag, transfer.Options{CAFile: h.CAFile}, 30*time.Second)
 			if code(err) != v.code {
 				t.Fatalf("got %v, want %s", err, v.code)
 			}

@@ -4,8 +4,8 @@
 // side by side with its reference in the same iterations, so load from elsewhere on the machine
 // weighs on both alike. `make bench` pipes its run into it; docs/testbed.md explains the figures.
 //
-// Benchmarks of the deployment log (package deploylog) have no goal yet; their ns/op and custom
-// metrics are listed below the table as measured.
+// The deployment log's benchmarks in store/ are rows of the table by name; those of package
+// deploylog (and below it) are listed after the table as measured.
 package main
 
 import (
@@ -39,6 +39,22 @@ var goals = []goal{
 	{"apply / its five kubectl calls, interleaved", "BenchmarkApply/interleaved", "ql3-x-five-calls", 1, "x", true, 1.05},
 	{"live audit / (its three kubectl calls + one SHA-256 of kubectl)", "BenchmarkLiveAudit", "ql3-x-floor", 1, "x", true, 1.10},
 	{"live audit / its three kubectl calls", "BenchmarkLiveAudit", "ql3-x-three-calls", 1, "x", true, 0},
+	// The deployment log's costs (store/logbench_test.go; the goals are docs/log.md's).
+	{"publication (PutIndex) without a log, median", "BenchmarkPublishNoLog", "median-µs", 1e-3, "ms", true, 0},
+	{"publication (PutIndex) with the log append, median", "BenchmarkPublishWithLog", "median-µs", 1e-3, "ms", true, 0},
+	{"log verify of 100,000 leaves", "BenchmarkLogVerify100k", "ns/op", 1e-9, "s", true, 2},
+	{"proof write and check, 100,000-leaf log", "BenchmarkLogProof", "ns/op", 1e-6, "ms", true, 1},
+	{"proof check alone", "BenchmarkProofCheck", "ns/op", 1e-6, "ms", true, 0},
+}
+
+// differences are rows computed run by run from two rows' benchmarks: what b adds to a.
+var differences = []struct {
+	figure, unit string
+	a, b         string // benchmark names
+	metric       string
+	scale        float64
+}{
+	{"what the log append adds to a publication, median", "ms", "BenchmarkPublishNoLog", "BenchmarkPublishWithLog", "median-µs", 1e-3},
 }
 
 // result is one benchmark line: its package, name and metrics by unit.
@@ -151,6 +167,31 @@ func report(w io.Writer, results []result) (measured, met int) {
 			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s %s | %s |\n", g.figure, goalText, strings.Join(strs, ", "), format(m), g.unit, verdict)
+	}
+	for _, d := range differences {
+		var as, bs []float64
+		for _, r := range results {
+			if v, ok := r.metrics[d.metric]; ok {
+				switch r.name {
+				case d.a:
+					as = append(as, v*d.scale)
+				case d.b:
+					bs = append(bs, v*d.scale)
+				}
+			}
+		}
+		n := min(len(as), len(bs))
+		if n == 0 {
+			fmt.Fprintf(w, "| %s | (reported) | not measured (%s, %s) | | |\n", d.figure, d.a, d.b)
+			continue
+		}
+		vals := make([]float64, n)
+		strs := make([]string, n)
+		for i := range n {
+			vals[i] = bs[i] - as[i]
+			strs[i] = format(vals[i])
+		}
+		fmt.Fprintf(w, "| %s | (reported) | %s | %s %s |  |\n", d.figure, strings.Join(strs, ", "), format(median(vals)), d.unit)
 	}
 	var logRows []string
 	for _, r := range results {
