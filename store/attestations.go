@@ -241,7 +241,7 @@ func (s *Store) placeAttestation(dirfd int, subject, bundle digest.Digest, state
 		return false, nil
 	}
 	leaf := deploylog.Leaf{Kind: deploylog.KindAttestation, Key: subject, Bundle: bundle, Record: statement.Digest}
-	return s.publish(leaf, present, func() error { return s.renameAttestation(dirfd, subject, bundle, statement, st) })
+	return s.publish(leaf, present, nil, func() error { return s.renameAttestation(dirfd, subject, bundle, statement, st) })
 }
 
 // renameAttestation is placeAttestation's rename, under the publication lock.

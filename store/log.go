@@ -199,7 +199,11 @@ func hook(step string) {
 // durable, with any tile it completes) before the entry. present reports that the entry exists
 // already with the same content (a no-op: no leaf) or refuses a conflicting one. A store without
 // a log publishes as before.
-func (s *Store) publish(leaf deploylog.Leaf, present func() (bool, error), place func() error) error {
+//
+// prepare, when not nil, is work of the publication that needs durability but names nothing (the
+// entry's staged content): it runs beside the append, and place runs it itself when there is no
+// log.
+func (s *Store) publish(leaf deploylog.Leaf, present func() (bool, error), prepare func() error, place func() error) error {
 	unlock, err := s.lockPublish()
 	if err != nil {
 		return err
@@ -220,7 +224,17 @@ func (s *Store) publish(leaf deploylog.Leaf, present func() (bool, error), place
 	if done, err := present(); err != nil || done {
 		return err
 	}
-	if err := s.logAppend(l, n, leaf); err != nil {
+	prepared := make(chan error, 1)
+	if prepare != nil {
+		go func() { prepared <- prepare() }()
+	} else {
+		prepared <- nil
+	}
+	err = s.logAppend(l, n, leaf)
+	if perr := <-prepared; err == nil {
+		err = perr
+	}
+	if err != nil {
 		return err
 	}
 	hook("entry")

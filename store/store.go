@@ -618,9 +618,33 @@ func (s *Store) PutIndex(kind string, key digest.Digest, d evidence.Descriptor) 
 		}
 		return true, nil
 	}
-	return s.publish(deploylog.Leaf{Kind: lk, Key: key, Record: d.Digest}, present, func() error {
-		err := s.commitAt(dirfd, "index/"+kind, key.Encoded(), b)
+	// The entry's content is staged and synced while the leaf is made durable (publish runs
+	// prepare beside the append): only the renames and directory syncs stay serial.
+	var st *staged
+	defer func() {
+		if st != nil {
+			st.discard(s)
+		}
+	}()
+	prepare := func() error {
+		var err error
+		st, err = s.stage(b, true)
+		return err
+	}
+	return s.publish(deploylog.Leaf{Kind: lk, Key: key, Record: d.Digest}, present, prepare, func() error {
+		if st == nil {
+			if err := prepare(); err != nil {
+				return err
+			}
+		}
+		if commitHook != nil {
+			commitHook()
+		}
+		err := s.link(st, dirfd, key.Encoded())
 		if err == nil {
+			if err := unix.Fsync(dirfd); err != nil {
+				return refuse.Wrap(CodeStoreIO, err, "fsync index/%s", kind)
+			}
 			return s.withdrawIfMoved(dirfd, key.Encoded(), "index "+kind+" entry "+string(key))
 		}
 		if errors.Is(err, errExists) {
