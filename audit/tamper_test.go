@@ -57,7 +57,7 @@ func TestPositions(t *testing.T) {
 }
 
 // TestFieldSweep changes every leaf of every record of the straight receipt's closure, one at a
-// time, re-pointing everything: a time must still pass, anything else not documented as
+// time, re-pointing everything: a time must pass or be refused by the record-time check alone, anything else not documented as
 // uncheckable must be refused by a check of its own. The leaves the audit cannot bind are listed.
 func TestFieldSweep(t *testing.T) {
 	if raceEnabled {
