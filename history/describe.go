@@ -42,6 +42,12 @@ type Description struct {
 	Plan          *evidence.Plan         `json:"plan,omitempty"`
 	Converged     bool                   `json:"converged,omitempty"`
 	Verdicts      []evidence.LiveVerdict `json:"verdicts,omitempty"`
+	// Order is what ordered the store's story (OrderLog or OrderRecords); with a log, LogIndex
+	// is the leaf that published this record and Unsigned marks it in the unsigned tail.
+	Order    string    `json:"order"`
+	Log      *LogState `json:"log,omitempty"`
+	LogIndex *int64    `json:"logIndex,omitempty"`
+	Unsigned bool      `json:"unsigned,omitempty"`
 }
 
 // Describe summarises the root record d of st: a published receipt, preflight report, live-audit
@@ -161,6 +167,22 @@ func Describe(st *store.Store, d digest.Digest) (*Description, error) {
 	default:
 		return nil, refuse.New(CodeNotRoot, "%s is a record of schema %s, not a root record", d, refuse.Ident(probe.Schema))
 	}
+	lg, err := readLog(st)
+	if err != nil {
+		return nil, err
+	}
+	out.Order = OrderRecords
+	if lg != nil {
+		kind := out.Kind
+		if kind == "apply-intent" {
+			kind = KindUnfinished
+		}
+		idx, err := lg.place(kind, d)
+		if err != nil {
+			return nil, err
+		}
+		out.Order, out.Log, out.LogIndex, out.Unsigned = OrderLog, &lg.state, &idx, idx >= lg.state.Checkpoint
+	}
 	return out, nil
 }
 
@@ -203,6 +225,7 @@ func supersession(st *store.Store, out *Description) error {
 
 // WriteText prints the description for a human.
 func (d *Description) WriteText(w io.Writer) {
+	writeLogLine(w, d.Order, d.Log)
 	line := func(k, v string) {
 		if v != "" {
 			fmt.Fprintf(w, "%-15s %s\n", k+":", v)
@@ -224,6 +247,13 @@ func (d *Description) WriteText(w io.Writer) {
 	line("preflight", string(d.Preflight))
 	line("intent", string(d.Intent))
 	line("receipt", string(d.Receipt))
+	if d.LogIndex != nil {
+		leaf := fmt.Sprint(*d.LogIndex)
+		if d.Unsigned {
+			leaf += " (unsigned: after the last checkpoint)"
+		}
+		line("log leaf", leaf)
+	}
 	if d.Kind == KindUnfinished {
 		line("state", "apply intent without receipt: the cluster may be partially applied; rerun its apply command to recover")
 	}

@@ -6,10 +6,12 @@
 package history
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,16 +59,23 @@ type Entry struct {
 	Verdict    string        `json:"verdict"` // a live audit's: "converged" or "drift N/M"; "" otherwise
 	Digest     digest.Digest `json:"digest"`  // the root record (the intent of an unfinished apply)
 	Command    digest.Digest `json:"command"`
-	at         time.Time
-	after      []digest.Digest // the records this one names, published before it (order.Node.After)
+	// LogIndex is the index of the leaf that published the record (stores with a log only);
+	// Unsigned marks a leaf after the log's last checkpoint.
+	LogIndex *int64 `json:"logIndex,omitempty"`
+	Unsigned bool   `json:"unsigned,omitempty"`
+	at       time.Time
+	after    []digest.Digest // the records this one names, published before it (order.Node.After)
 }
 
 // Report is History's JSON output.
 type Report struct {
-	Schema  string  `json:"schema"`
-	Store   string  `json:"store"`
-	Cluster string  `json:"cluster,omitempty"`
-	Entries []Entry `json:"entries"`
+	Schema  string `json:"schema"`
+	Store   string `json:"store"`
+	Cluster string `json:"cluster,omitempty"`
+	// Order is what ordered the entries: OrderLog (the log's leaf index) or OrderRecords.
+	Order   string    `json:"order"`
+	Log     *LogState `json:"log,omitempty"`
+	Entries []Entry   `json:"entries"`
 }
 
 // Filter narrows the history.
@@ -75,7 +84,8 @@ type Filter struct {
 }
 
 // History returns every receipt, preflight report, live-audit report and unfinished apply of st
-// (of f.Cluster only, when set), newest first.
+// (of f.Cluster only, when set), newest first: by log index when the store has a deployment log
+// (which must verify), else in the order the records prove.
 func History(st *store.Store, f Filter) (*Report, error) {
 	if f.Cluster != "" && (len(f.Cluster) > 256 || strings.ContainsAny(f.Cluster, " \t\r\n\x00/")) {
 		return nil, refuse.New(CodeClusterFilter, "cluster filter %s is not a kube-system uid", refuse.Ident(f.Cluster))
@@ -84,7 +94,24 @@ func History(st *store.Store, f Filter) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Schema: SchemaHistory, Store: st.Root(), Cluster: f.Cluster, Entries: []Entry{}}
+	rep := &Report{Schema: SchemaHistory, Store: st.Root(), Cluster: f.Cluster, Order: OrderRecords, Entries: []Entry{}}
+	lg, err := readLog(st)
+	if err != nil {
+		return nil, err
+	}
+	if lg != nil {
+		rep.Order, rep.Log = OrderLog, &lg.state
+		for i := range sc.entries {
+			e := &sc.entries[i]
+			idx, err := lg.place(e.Kind, e.Digest)
+			if err != nil {
+				return nil, err
+			}
+			e.LogIndex, e.Unsigned = &idx, idx >= lg.state.Checkpoint
+		}
+		// Newest first by leaf index: the log's commit order, not the records' times.
+		slices.SortStableFunc(sc.entries, func(a, b Entry) int { return cmp.Compare(*b.LogIndex, *a.LogIndex) })
+	}
 	for _, e := range sc.entries {
 		if f.Cluster == "" || e.ClusterUID == f.Cluster {
 			rep.Entries = append(rep.Entries, e)
@@ -95,8 +122,14 @@ func History(st *store.Store, f Filter) (*Report, error) {
 
 // WriteText prints the history as aligned columns, newest first.
 func (r *Report) WriteText(w io.Writer) error {
+	writeLogLine(w, r.Order, r.Log)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tKIND\tRELEASE\tCLUSTER\tCONTEXT\tRECOVERED\tVERDICT\tDIGEST")
+	// The LEAF column only with a log: a store without one keeps its columns.
+	head := "TIME\tKIND\tRELEASE\tCLUSTER\tCONTEXT\tRECOVERED\tVERDICT\tDIGEST"
+	if r.Log != nil {
+		head = "LEAF\t" + head
+	}
+	fmt.Fprintln(tw, head)
 	for _, e := range r.Entries {
 		rec := "-"
 		if e.Kind == KindReceipt || e.Kind == KindUnfinished {
@@ -105,6 +138,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		v := e.Verdict
 		if v == "" {
 			v = "-"
+		}
+		if e.LogIndex != nil {
+			leaf := fmt.Sprint(*e.LogIndex)
+			if e.Unsigned {
+				leaf += " unsigned"
+			}
+			fmt.Fprintf(tw, "%s\t", leaf)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time, e.Kind, e.Release, e.ClusterUID, refuse.Ident(e.Context), rec, v, Short(e.Digest))
 	}

@@ -204,12 +204,14 @@ func TestHistoryStory(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(text.String()), "\n")
-	if len(lines) != 9 || !strings.HasPrefix(lines[0], "TIME ") || !strings.Contains(lines[1], "2026-01-02T03:36:05Z  receipt ") ||
-		!strings.Contains(lines[1], history.Short(rcB.Digest)) || len(history.Short(rcB.Digest)) != len("sha256:")+12 {
+	if len(lines) != 10 || lines[0] != "order: the records (this store has no deployment log)" || !strings.HasPrefix(lines[1], "TIME ") ||
+		!strings.Contains(lines[2], "2026-01-02T03:36:05Z  receipt ") || rep.Order != history.OrderRecords || rep.Log != nil ||
+		!strings.Contains(lines[2], history.Short(rcB.Digest)) || len(history.Short(rcB.Digest)) != len("sha256:")+12 {
 		t.Fatalf("text:\n%s", text.String())
 	}
 	var js bytes.Buffer
-	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"schema": "qinglong/ql3-history@v1"`) {
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"schema": "qinglong/ql3-history@v1"`) ||
+		!strings.Contains(js.String(), `"order": "records"`) || strings.Contains(js.String(), `"logIndex"`) {
 		t.Fatalf("json: %v\n%s", err, js.String())
 	}
 

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/qinglong/ql3/deploylog"
+)
+
+// LogStory is what ql3 history and describe read of the log: the verified log's leaves in commit
+// order and the checkpoint that covers the most of them.
+type LogStory struct {
+	Origin string
+	Leaves []deploylog.Leaf // 0..Size-1, in commit order
+	// Checkpoint is the largest stored checkpoint (0 with none): its tree was recomputed from
+	// the leaves by VerifyLog. SignatureChecked says whether a verifier also accepted its
+	// signatures; without one, a stored checkpoint is reported, not trusted.
+	Checkpoint       int64
+	SignatureChecked bool
+	// Cosignatures is the number of witnesses whose cosignatures are kept beside Checkpoint.
+	Cosignatures int
+}
+
+// ReadLogStory verifies the log (VerifyLog with v, which may be nil) and returns its leaves; a log
+// with any error is refused with the first error's code, so a story is never told from a log
+// that does not verify. LOG_NOT_INITIALIZED without a log. Nothing is written.
+func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) {
+	r, err := s.VerifyLog(LogVerifyOptions{Verifier: v})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	ls := &LogStory{Origin: r.Origin, SignatureChecked: v != nil}
+	if v != nil {
+		ls.Checkpoint = r.SignedSize
+	} else {
+		for _, c := range r.Checkpoints {
+			ls.Checkpoint = max(ls.Checkpoint, c.Size)
+		}
+	}
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	l, err := s.mustOpenLog()
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	// Only the first r.Size leaves: a publication appended since VerifyLog is not in this story.
+	for i := int64(0); i < r.Size; i++ {
+		leaf, _, err := s.readLeaf(l, i)
+		if err != nil {
+			return nil, err
+		}
+		ls.Leaves = append(ls.Leaves, leaf)
+	}
+	if ls.Checkpoint > 0 {
+		d, ok, err := openCosignatures(l)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			defer unix.Close(d.fd)
+			names, err := listDir(d.fd, cosignaturesRel)
+			if err != nil {
+				return nil, err
+			}
+			for _, name := range names {
+				if n, _, ok := parseCosignatureName(name); ok && n == ls.Checkpoint {
+					ls.Cosignatures++
+				}
+			}
+		}
+	}
+	return ls, nil
+}
