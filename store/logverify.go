@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/mod/sumdb/tlog"
@@ -147,9 +149,14 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 	tree := &deploylog.Tree{}
 	leaves := make([]deploylog.Leaf, 0, n)
 	parsed := make([]bool, 0, n)
+	// The leaves are read by a few workers (the reads are syscalls, not cpu) and hashed in order.
+	raw, rerrs := make([][]byte, n), make([]error, n)
+	parallel(n, func(i int64) {
+		raw[i], rerrs[i] = readLogFile(l.leaves.fd, leafName(i), leavesRel+"/"+leafName(i), deploylog.MaxLeafSize)
+	})
 	for i := int64(0); i < n; i++ {
 		rel := leavesRel + "/" + leafName(i)
-		b, err := readLogFile(l.leaves.fd, leafName(i), rel, deploylog.MaxLeafSize)
+		b, err := raw[i], rerrs[i]
 		if err != nil {
 			r.badErr(i, rel, err)
 			n = i // the tree cannot be computed past an unreadable leaf
@@ -391,6 +398,13 @@ func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogRepo
 	}
 	seen := map[entryKey]int64{}
 	n := int64(len(leaves))
+	// Each record is re-hashed by a few workers; the findings are reported in leaf order below.
+	recErr := make([]error, n)
+	parallel(n, func(i int64) {
+		if parsed[i] && leaves[i].Kind != deploylog.KindTombstone {
+			_, recErr[i] = checkObject(s.dirs[dSHA256].fd, leaves[i].Record)
+		}
+	})
 	for i, leaf := range leaves {
 		idx := int64(i)
 		if !parsed[i] || leaf.Kind == deploylog.KindTombstone {
@@ -417,7 +431,7 @@ func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogRepo
 		if dropped[k] {
 			continue
 		}
-		if _, err := checkObject(s.dirs[dSHA256].fd, leaf.Record); err != nil {
+		if err := recErr[idx]; err != nil {
 			code := CodeLogRecordMissing
 			r.bad(code, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, err)
 		}
@@ -562,4 +576,23 @@ func (s *Store) ConsistencyProof(m, n int64) (tlog.TreeProof, error) {
 		return nil, refuse.New(deploylog.CodeRollback, "the log has %d leaves, not %d", size, n)
 	}
 	return deploylog.ProveConsistency(m, n, newLogReader(s, l, n))
+}
+
+// parallel runs f(0..n-1) on a few goroutines.
+func parallel(n int64, f func(i int64)) {
+	const workers = 4
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
