@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 
@@ -449,14 +448,4 @@ func TestLogAttacks(t *testing.T) {
 		os.WriteFile(p, b, 0o400)
 		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogEntryMismatch)
 	})
-}
-
-func blobFiles(t *testing.T, s *Store) []string {
-	es, _ := os.ReadDir(filepath.Join(s.Root(), "blobs", "sha256"))
-	var out []string
-	for _, e := range es {
-		out = append(out, e.Name())
-	}
-	sort.Strings(out)
-	return out
 }
