@@ -12,15 +12,7 @@ import (
 // objects), stores the plan and prints it; nil when no receipt of the cluster shares an object. It
 // runs no kubectl: it reads the two stored manifests and the previous receipt's objects.
 func (s *session) plan(res *Result) (*evidence.Descriptor, error) {
-	es, err := s.st.ListIndex(evidence.IndexReceipts)
-	if err != nil {
-		return nil, err
-	}
-	rcs := make([]evidence.Descriptor, len(es))
-	for i, e := range es {
-		rcs[i] = e.Descriptor
-	}
-	lin, err := plan.LoadLineage(s.st, rcs)
+	lin, err := loadLineage(s.st)
 	if err != nil {
 		return nil, err
 	}

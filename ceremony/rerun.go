@@ -46,15 +46,7 @@ func (s *session) offlineAnswer(res *Result, d evidence.Descriptor, r *evidence.
 // supersededBy names the latest receipt that superseded receipt d (plan.Lineage.SupersededBy:
 // of the same cluster, published after d, sharing an object with it); nil when none did.
 func supersededBy(st *store.Store, d digest.Digest) (*Supersede, error) {
-	es, err := st.ListIndex(evidence.IndexReceipts)
-	if err != nil {
-		return nil, err
-	}
-	rcs := make([]evidence.Descriptor, len(es))
-	for i, e := range es {
-		rcs[i] = e.Descriptor
-	}
-	lin, err := plan.LoadLineage(st, rcs)
+	lin, err := loadLineage(st)
 	if err != nil {
 		return nil, err
 	}
@@ -64,4 +56,18 @@ func supersededBy(st *store.Store, d digest.Digest) (*Supersede, error) {
 	}
 	lr := by[len(by)-1]
 	return &Supersede{Receipt: lr.Desc.Digest, Release: lr.Receipt.Lock.ReleaseVersion, FinishedAt: lr.Receipt.FinishedAt, Target: lr.Receipt.Target}, nil
+}
+
+// loadLineage orders every receipt the store publishes (plan.Lineage: publication order,
+// supersession by objects), for the plan, the superseded notice and status alike.
+func loadLineage(st *store.Store) (*plan.Lineage, error) {
+	es, err := st.ListIndex(evidence.IndexReceipts)
+	if err != nil {
+		return nil, err
+	}
+	rcs := make([]evidence.Descriptor, len(es))
+	for i, e := range es {
+		rcs[i] = e.Descriptor
+	}
+	return plan.LoadLineage(st, rcs)
 }

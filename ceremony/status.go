@@ -123,15 +123,7 @@ func Status(ctx context.Context, opts StatusOptions) (*StatusResult, error) {
 }
 
 func statusOffline(st *store.Store, opts StatusOptions) (*StatusResult, error) {
-	es, err := st.ListIndex(evidence.IndexReceipts)
-	if err != nil {
-		return nil, err
-	}
-	rcs := make([]evidence.Descriptor, len(es))
-	for i, e := range es {
-		rcs[i] = e.Descriptor
-	}
-	lin, err := plan.LoadLineage(st, rcs)
+	lin, err := loadLineage(st)
 	if err != nil {
 		return nil, err
 	}
