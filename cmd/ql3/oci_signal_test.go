@@ -20,7 +20,7 @@ import (
 // idle bound (30 s) is not what ends it.
 func TestHostileStalledPullEndsOnSignal(t *testing.T) {
 	h := ocitest.StartHostile(t)
-	h.Hook = func(w http.ResponseWriter, r *http.Request) bool {
+	h.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.Contains(r.URL.Path, "/manifests/") {
 			return false
 		}
@@ -31,7 +31,7 @@ func TestHostileStalledPullEndsOnSignal(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 		return true
-	}
+	})
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			st := filepath.Join(t.TempDir(), "pulled")

@@ -123,7 +123,7 @@ func TestHostileStalls(t *testing.T) {
 	}
 	for _, v := range vectors {
 		t.Run(v.name, func(t *testing.T) {
-			h.Hook = v.hook
+			h.SetHook(v.hook)
 			v.o.CAFile = h.CAFile
 			took, err := pullWithin(t, context.Background(), ref, v.o, 10*time.Second)
 			if code(err) != transfer.CodeTimeout {
@@ -133,7 +133,7 @@ func TestHostileStalls(t *testing.T) {
 		})
 	}
 	t.Run("cancelled while a read is blocked", func(t *testing.T) {
-		h.Hook = vectors[1].hook
+		h.SetHook(vectors[1].hook)
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(bound, cancel)
 		took, err := pullWithin(t, ctx, ref, transfer.Options{CAFile: h.CAFile}, 5*time.Second)
@@ -158,13 +158,13 @@ func TestHostileRedirects(t *testing.T) {
 		{"within the registry", "https://" + h.Host, ""},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			h.Hook = func(w http.ResponseWriter, r *http.Request) bool {
+			h.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 				if !strings.HasSuffix(r.URL.Path, "/blobs/"+string(layer.Digest)) || r.URL.Query().Get("moved") != "" {
 					return false
 				}
 				http.Redirect(w, r, v.to+r.URL.Path+"?moved=1", http.StatusTemporaryRedirect)
 				return true
-			}
+			})
 			_, err := pullWithin(t, context.Background(), ref, transfer.Options{CAFile: h.CAFile}, 10*time.Second)
 			if code(err) != v.code {
 				t.Fatalf("got %v, want %q", err, v.code)
@@ -176,13 +176,13 @@ func TestHostileRedirects(t *testing.T) {
 func TestHostileBodyLongerThanDescriptor(t *testing.T) {
 	h, c := hostile(t)
 	layer := c.Closure[len(c.Closure)-1]
-	h.Hook = func(w http.ResponseWriter, r *http.Request) bool {
+	h.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.HasSuffix(r.URL.Path, "/blobs/"+string(layer.Digest)) {
 			return false
 		}
 		w.Write(append(append([]byte{}, c.Blobs[layer.Digest]...), make([]byte, 1<<20)...))
 		return true
-	}
+	})
 	_, err := pullWithin(t, context.Background(), h.Host+"/ql3/evidence:base", transfer.Options{CAFile: h.CAFile}, 10*time.Second)
 	t.Log(err)
 	if got := code(err); got != ociartifact.CodeBlobDigest {

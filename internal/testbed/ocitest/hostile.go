@@ -21,8 +21,8 @@ import (
 // made to do: stall or trickle a response, redirect, serve a body longer than its descriptor, a
 // 60,000-layer manifest, a foreign attachment. It serves the distribution API's reads (no auth):
 // GET /v2/, manifests by tag or digest, blobs by digest, and 404 for anything else (so the
-// referrers API and the referrers tag are absent). Hook, when set, sees every request first and
-// answers it instead when it returns true. Tests that use it carry "Hostile" in their names.
+// referrers API and the referrers tag are absent). A hook set with SetHook sees every request first
+// and answers it instead when it returns true. Tests that use it carry "Hostile" in their names.
 type Hostile struct {
 	Host   string // 127.0.0.1:port
 	CAFile string // the server's self-signed certificate, as a CA bundle
@@ -31,7 +31,7 @@ type Hostile struct {
 	mu        sync.Mutex
 	manifests map[string][]byte // by tag and by digest
 	blobs     map[digest.Digest][]byte
-	Hook      func(w http.ResponseWriter, r *http.Request) bool
+	hook      func(w http.ResponseWriter, r *http.Request) bool
 	// BlobGets counts the blob requests served (hooked or not).
 	BlobGets atomic.Int64
 	srv      *httptest.Server
@@ -53,6 +53,15 @@ func StartHostile(t testing.TB) *Hostile {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// SetHook makes f see every request first (nil: none). The server's handlers read it under the
+// lock: a client in another process (ql3 run by a test) gives the race detector no other order
+// between the test's set and a handler's read.
+func (h *Hostile) SetHook(f func(w http.ResponseWriter, r *http.Request) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hook = f
 }
 
 // PutManifest serves mb under tag and under its digest, and returns the digest.
@@ -77,7 +86,10 @@ func (h *Hostile) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.URL.Path, "/blobs/") {
 		h.BlobGets.Add(1)
 	}
-	if h.Hook != nil && h.Hook(w, r) {
+	h.mu.Lock()
+	hook := h.hook
+	h.mu.Unlock()
+	if hook != nil && hook(w, r) {
 		return
 	}
 	if r.URL.Path == "/v2/" {
