@@ -6,11 +6,15 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/big"
 	"testing"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -28,7 +32,11 @@ func (s sslibKey) Sign(_ context.Context, data []byte) ([]byte, error) {
 	switch k := s.k.(type) {
 	case *ecdsa.PrivateKey:
 		h := sha256.Sum256(data)
-		return ecdsa.SignASN1(rand.Reader, k, h[:])
+		sig, err := ecdsa.SignASN1(rand.Reader, k, h[:])
+		if err != nil {
+			return nil, err
+		}
+		return lowS(k.Curve, sig)
 	case ed25519.PrivateKey:
 		return ed25519.Sign(k, data), nil
 	}
@@ -48,6 +56,22 @@ func (s sslibKey) Verify(_ context.Context, data, sig []byte) error {
 		return errors.New("signature does not verify")
 	}
 	return nil
+}
+
+// lowS returns the low-S form of an ASN.1 ECDSA signature. A random ECDSA signature is high-S half
+// the time, and ql3 accepts only the low-S form (ATTEST_SIGNATURE_HIGH_S, docs/attestations.md):
+// its malleated twin is what anyone can make without the key. Both forms verify under the same
+// PAE, so normalising keeps the cross-check about the PAE and the envelope.
+func lowS(c elliptic.Curve, sig []byte) ([]byte, error) {
+	var rs struct{ R, S *big.Int }
+	if rest, err := asn1.Unmarshal(sig, &rs); err != nil || len(rest) != 0 {
+		return nil, fmt.Errorf("dsse_test.go: not an ASN.1 ECDSA signature: %v", err)
+	}
+	n := c.Params().N
+	if rs.S.Cmp(new(big.Int).Rsh(n, 1)) > 0 {
+		rs.S.Sub(n, rs.S)
+	}
+	return asn1.Marshal(rs)
 }
 
 // KeyID is empty: ql3 writes no keyid, so the verifier derives its own and matches any signature.
