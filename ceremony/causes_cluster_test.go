@@ -45,7 +45,12 @@ func causeBed(t *testing.T, c *testcluster.Cluster, createNamespace bool, extra 
 	b := &bed{t: t, Release: ceremonytest.NewRelease(t, c, ceremonytest.ReleaseOptions{
 		Namespace: fmt.Sprintf("ql3-causes-%d", namespaces.Add(1)), NamespaceMode: mode})}
 	t.Cleanup(func() {
-		secrets := append(c.Secrets(), cluster.Secrets()...)
+		secrets := c.Secrets()
+		// The shared cluster starts at the first testcluster.Need: the fault grid runs on clusters
+		// of its own and may never start it.
+		if cluster != nil && cluster != c {
+			secrets = append(secrets, cluster.Secrets()...)
+		}
 		if extra != nil {
 			secrets = append(secrets, *extra...)
 		}
