@@ -35,8 +35,8 @@ type faultCommand struct {
 
 var faultCommands = []faultCommand{
 	{evidence.CommandPreflight, []string{evidence.StepIdentity, evidence.StepDryRun}},
-	{evidence.CommandApply, []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepIdentityFinal}},
-	{evidence.CommandLiveAudit, []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepIdentityFinal}},
+	{evidence.CommandApply, []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
+	{evidence.CommandLiveAudit, []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
 }
 
 // faultKind is one fault the cluster produces on its own: inject it, undo it, and the code a
