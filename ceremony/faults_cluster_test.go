@@ -205,7 +205,7 @@ func (r *faultRun) wantDone(command string, o faultOutcome, uid string, recovere
 	default:
 		var la evidence.LiveAudit
 		r.record(o.live.Report, evidence.MediaTypeLiveAudit, &la)
-		if !o.live.OK || o.live.Converged != 6 || !la.Converged || la.ClusterUID != uid || len(la.Execs) != 3 {
+		if !o.live.OK || o.live.Converged != 6 || !la.Converged || la.ClusterUID != uid || len(la.Execs) != 4 {
 			t.Fatalf("live audit %+v (report converged %v, cluster uid %s, %d execs) on %s", o.live, la.Converged, la.ClusterUID, len(la.Execs), uid)
 		}
 		r.wantCounts("the live audit", 0, 0, 1, 0)
