@@ -153,7 +153,7 @@ func (r *Report) Err() error {
 
 // auditor accumulates checks and keeps going after a failure, so that one run shows every finding.
 type auditor struct {
-	src    Source
+	src    *memo
 	report *Report
 	// locks caches lock.Verify by the blob pair it ran on: a receipt and its preflight bind the
 	// same manifest and lock report, and verifying them twice would prove nothing more.

@@ -542,16 +542,27 @@ var _ tlog.HashReader = (*logReader)(nil)
 
 // LogOrigin returns the store's log origin; LOG_NOT_INITIALIZED without a log.
 func (s *Store) LogOrigin() (string, error) {
-	if err := s.acquire(); err != nil {
-		return "", err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return "", err
 	}
-	defer l.close()
+	defer release()
 	return l.origin, nil
+}
+
+// holdLog acquires the store for one read of its log and opens the log (LOG_NOT_INITIALIZED
+// without one); release closes the log's directories, then releases the store. Writers that
+// also take the publish lock keep their own order (acquire, lockPublish, mustOpenLog).
+func (s *Store) holdLog() (l *logDirs, release func(), err error) {
+	if err := s.acquire(); err != nil {
+		return nil, nil, err
+	}
+	l, err = s.mustOpenLog()
+	if err != nil {
+		s.mu.RUnlock()
+		return nil, nil, err
+	}
+	return l, func() { l.close(); s.mu.RUnlock() }, nil
 }
 
 func (s *Store) mustOpenLog() (*logDirs, error) {

@@ -65,15 +65,11 @@ func openCosignatures(l *logDirs) (heldDir, bool, error) {
 // never replaced: when v's cosignature of size n is already kept, stored is false and the first
 // one stays (a witness asked again signs anew with a later timestamp).
 func (s *Store) PutCosignatures(n int64, v *policy.CosignatureVerifier, lines []byte) (stored bool, err error) {
-	if err := s.acquire(); err != nil {
-		return false, err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return false, err
 	}
-	defer l.close()
+	defer release()
 	cp, err := readLogFile(l.checkpoints.fd, checkpointName(n), checkpointsRel+"/"+checkpointName(n), deploylog.MaxNoteSize)
 	if err != nil {
 		return false, err
@@ -113,15 +109,11 @@ func (s *Store) PutCosignatures(n int64, v *policy.CosignatureVerifier, lines []
 // WitnessedSize is the largest checkpoint size that witness v's cosignature is kept for (0 when
 // none): the old size the witness client claims first.
 func (s *Store) WitnessedSize(v *policy.CosignatureVerifier) (int64, error) {
-	if err := s.acquire(); err != nil {
-		return 0, err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return 0, err
 	}
-	defer l.close()
+	defer release()
 	d, ok, err := openCosignatures(l)
 	if err != nil || !ok {
 		return 0, err

@@ -39,15 +39,11 @@ func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) 
 			ls.Checkpoint = max(ls.Checkpoint, c.Size)
 		}
 	}
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return nil, err
 	}
-	defer l.close()
+	defer release()
 	// Only the first r.Size leaves: a publication appended since VerifyLog is not in this story.
 	for i := int64(0); i < r.Size; i++ {
 		leaf, _, err := s.readLeaf(l, i)

@@ -109,15 +109,11 @@ type LogVerifyOptions struct {
 // Since; every leaf's index entry names its record and the record is intact, every index entry
 // has exactly one leaf. Nothing is written.
 func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return nil, err
 	}
-	defer l.close()
+	defer release()
 	r := &LogReport{Origin: l.origin, SignaturesChecked: o.Verifier != nil, Checkpoints: []LogCheckpoint{},
 		Errors: []LogFinding{}, Hints: []LogFinding{}}
 
@@ -453,18 +449,14 @@ func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogRepo
 // covers it. LOG_RECORD_NOT_LOGGED without such a leaf, LOG_UNSIGNED when no trusted
 // checkpoint covers it yet (sign one). The proof is checked before it is returned.
 func (s *Store) LogProof(record digest.Digest, v deploylog.CheckpointVerifier) (deploylog.Proof, error) {
-	if err := s.acquire(); err != nil {
-		return deploylog.Proof{}, err
-	}
-	defer s.mu.RUnlock()
 	if _, err := evidence.ParseDigest(string(record)); err != nil {
 		return deploylog.Proof{}, err
 	}
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return deploylog.Proof{}, err
 	}
-	defer l.close()
+	defer release()
 	n, err := logSize(l.leaves.fd)
 	if err != nil {
 		return deploylog.Proof{}, err
@@ -529,15 +521,11 @@ func (s *Store) proveLeaf(l *logDirs, idx int64, raw []byte, v deploylog.Checkpo
 // Checkpoints returns the stored signed checkpoints, smallest first, verbatim (for the witness
 // client: the latest is what it submits).
 func (s *Store) Checkpoints() ([][]byte, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return nil, err
 	}
-	defer l.close()
+	defer release()
 	names, err := listDir(l.checkpoints.fd, checkpointsRel)
 	if err != nil {
 		return nil, err
@@ -559,15 +547,11 @@ func (s *Store) Checkpoints() ([][]byte, error) {
 // ConsistencyProof proves that the log's tree of size m is a prefix of its tree of size n (for
 // the witness's add-checkpoint: the proof from the witness's last size).
 func (s *Store) ConsistencyProof(m, n int64) (tlog.TreeProof, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	l, err := s.mustOpenLog()
+	l, release, err := s.holdLog()
 	if err != nil {
 		return nil, err
 	}
-	defer l.close()
+	defer release()
 	size, err := logSize(l.leaves.fd)
 	if err != nil {
 		return nil, err
