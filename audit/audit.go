@@ -104,6 +104,9 @@ type Report struct {
 	Attestations *attest.Result `json:"attestations,omitempty"`
 	// Log is the subject's leaf in a trusted checkpoint of its deployment log (--log-key).
 	Log *LogInclusion `json:"log,omitempty"`
+	// Pruned is set when retention dropped the subject (AUDIT_PRUNED): its publishing and
+	// tombstone leaves.
+	Pruned *store.PrunedRoot `json:"pruned,omitempty"`
 }
 
 // Subject kinds.

@@ -354,3 +354,72 @@ func (unsignedVerifier) VerifyCheckpoint(msg []byte) (deploylog.Checkpoint, erro
 	c, _, err := deploylog.ParseSignedCheckpoint(msg)
 	return c, err
 }
+
+// LogProof implements audit.LogProver for a layout: the proof of record from the log referrer
+// of the evidence manifest whose root record is (ql3's export writes it; see docs/oci.md), proven
+// as a pull proves it (CheckCarriedLog with v): the largest checkpoint among the referrers that
+// verify. Without a log referrer for the record it is OCI_LOG_MISSING; with referrers that all
+// fail, the first refusal.
+func (l *Layout) LogProof(record digest.Digest, v deploylog.CheckpointVerifier) (deploylog.Proof, error) {
+	var best *CarriedLog
+	var firstErr error
+	for _, a := range l.artifacts {
+		if a.root.Descriptor.Digest != record {
+			continue
+		}
+		for _, m := range l.others {
+			if m.MediaType != ocispec.MediaTypeImageManifest || m.Size > MaxManifestBytes {
+				continue
+			}
+			mb, err := l.blob(m.Digest, MaxManifestBytes)
+			if err != nil {
+				return deploylog.Proof{}, err
+			}
+			var probe struct {
+				ArtifactType string `json:"artifactType"`
+				Subject      *struct {
+					Digest digest.Digest `json:"digest"`
+				} `json:"subject"`
+			}
+			if json.Unmarshal(mb, &probe) != nil || probe.ArtifactType != ArtifactTypeLog || probe.Subject == nil || probe.Subject.Digest != a.desc.Digest {
+				continue
+			}
+			c, err := l.carriedLog(mb, a.desc.Digest, record, v)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if best == nil || c.Checkpoint.Size > best.Checkpoint.Size {
+				best = c
+			}
+		}
+	}
+	if best != nil {
+		return best.Proof, nil
+	}
+	if firstErr != nil {
+		return deploylog.Proof{}, firstErr
+	}
+	return deploylog.Proof{}, refuse.New(CodeLogMissing, "the layout holds no log referrer of %s", record)
+}
+
+func (l *Layout) carriedLog(mb []byte, subject, root digest.Digest, v deploylog.CheckpointVerifier) (*CarriedLog, error) {
+	pd, ed, err := ParseLogReferrer(mb, subject, root)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := l.blob(pd.Digest, pd.Size)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := l.blob(ed.Digest, ed.Size)
+	if err != nil {
+		return nil, err
+	}
+	return CheckCarriedLog(proof, entries, root, v)
+}
+
+// LogSourceName names where the audit's log inclusion came from, in its report.
+func (l *Layout) LogSourceName() string { return "layout's log referrer" }

@@ -71,6 +71,10 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 	dirs   [nDirs]heldDir
+	// writerFD holds the writers' lock (gc.go) from the handle's first object write to Close.
+	writerMu   sync.Mutex
+	writerFD   int
+	writerHeld bool
 }
 
 // Root is the store's absolute path, as given to Open.
@@ -85,6 +89,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.releaseWriters()
 	if err := closeDirs(&s.dirs); err != nil {
 		return refuse.Wrap(CodeStoreIO, err, "close store %s", s.root)
 	}
@@ -298,6 +303,10 @@ func (s *Store) putBlob(mediaType string, b []byte) (evidence.Descriptor, error)
 // output): those cost a lookup and a re-hash, not a staged copy and an fsync.
 func (s *Store) present(mediaType string, b []byte) (evidence.Descriptor, bool, error) {
 	if err := checkSize(b); err != nil {
+		return evidence.Descriptor{}, false, err
+	}
+	// From here the run may reference this object: gc must not remove it until the run ends.
+	if err := s.holdWriters(); err != nil {
 		return evidence.Descriptor{}, false, err
 	}
 	sum := sha256.Sum256(b)

@@ -241,7 +241,8 @@ func newStoreExportCmd(root *RootOptions) *cobra.Command {
 		Use:   "export DIGEST DIR",
 		Short: "Write a root record's closure as an OCI image layout in a new directory",
 		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send, attestations\n" +
-			"included, into DIR, which must not exist. oras, crane and skopeo work with it offline; ql3 audit\n" +
+			"and the log referrer included (index.json lists each referrer manifest), into DIR, which must not\n" +
+			"exist; audit --layout --log-key checks the root's inclusion from the log referrer. oras, crane and skopeo work with it offline; ql3 audit\n" +
 			"--layout and ql3 store verify --layout read it in place without writing.",
 		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...",
 		Args:    cobra.ExactArgs(2),
@@ -272,11 +273,15 @@ func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	lg, err := attachLog(st, c, s.err)
+	if err != nil {
+		return err
+	}
 	desc, err := ociartifact.Export(c, o.dir, "")
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, nil)
+	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root), lg}, nil)
 }
 
 // exportResult: the OCI layout written.
@@ -285,6 +290,7 @@ type exportResult struct {
 	Layout   string        `json:"layout"`
 	Manifest digest.Digest `json:"manifest"`
 	Tag      string        `json:"tag"`
+	Log      logAttached   `json:"log"`
 }
 
 func (r exportResult) writeText(w io.Writer) error { return lines(w, r.Layout, string(r.Manifest)) }
