@@ -104,6 +104,9 @@ type Report struct {
 	Attestations *attest.Result `json:"attestations,omitempty"`
 	// Log is the subject's leaf in a trusted checkpoint of its deployment log (--log-key).
 	Log *LogInclusion `json:"log,omitempty"`
+	// Pruned is set when retention dropped the subject (AUDIT_PRUNED): its publishing and
+	// tombstone leaves.
+	Pruned *store.PrunedRoot `json:"pruned,omitempty"`
 }
 
 // Subject kinds.
@@ -153,7 +156,7 @@ func (r *Report) Err() error {
 
 // auditor accumulates checks and keeps going after a failure, so that one run shows every finding.
 type auditor struct {
-	src    Source
+	src    *memo
 	report *Report
 	// locks caches lock.Verify by the blob pair it ran on: a receipt and its preflight bind the
 	// same manifest and lock report, and verifying them twice would prove nothing more.

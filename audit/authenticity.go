@@ -30,8 +30,12 @@ type Options struct {
 // AuditWith audits subject with opts: the record checks of Audit, then its attestations.
 func AuditWith(src Source, subject digest.Digest, opts Options) (*Report, error) {
 	rep, err := audit(src, subject, opts.Target)
-	if err != nil || rep.Kind == "unknown" {
+	if err != nil {
 		return rep, err
+	}
+	if rep.Kind == "unknown" {
+		pruned(src, rep, opts)
+		return rep, nil
 	}
 	authenticity(src, rep, opts.Keys)
 	logInclusion(src, rep, opts)

@@ -60,7 +60,14 @@ func (a *auditor) closure(root evidence.Descriptor) {
 		if _, isRecord := evidence.RecordSchema(d.MediaType); !isRecord {
 			return
 		}
-		children, err := evidence.Descriptors(b)
+		r, err := a.src.record(d)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			return
+		}
+		children, err := r.Descriptors()
 		if err != nil {
 			if first == nil {
 				first = err
@@ -85,11 +92,11 @@ func (a *auditor) load(d evidence.Descriptor, mediaType string, v any) error {
 	if d.MediaType != mediaType {
 		return refuse.New(CodeMediaType, "descriptor of %s has media type %q where %q is required", d.Digest, d.MediaType, mediaType)
 	}
-	b, err := a.src.GetDescriptor(d)
+	r, err := a.src.record(d)
 	if err != nil {
 		return err
 	}
-	return evidence.DecodeRecord(mediaType, b, v)
+	return r.Decode(v)
 }
 
 // blob reads the raw blob d names: d must carry mediaType and the object must re-hash and match d's size.

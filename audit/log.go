@@ -41,6 +41,9 @@ func logInclusion(src Source, rep *Report, opts Options) {
 		p, err = deploylog.ParseProof(opts.LogProof)
 	case ok:
 		source = "store"
+		if n, ok := src.(interface{ LogSourceName() string }); ok {
+			source = n.LogSourceName() // an OCI layout: its log referrer
+		}
 		p, err = lp.LogProof(rep.Subject, opts.LogVerifier)
 	default:
 		err = refuse.New(store.CodeLogNotInitialized, "this evidence source has no deployment log: give a tlog-proof file")

@@ -12,17 +12,28 @@ import (
 // then get the same bytes without reading the store again. Only successful reads are kept, so a
 // failing object fails again, with the same error, wherever it is read. The bytes are shared:
 // no check may modify what it is given.
+//
+// A record is also parsed once per audit: the closure walk lists its descriptors and every check
+// that loads it decodes from the same evidence.Record, never modified once parsed.
 type memo struct {
 	Source
-	raw   map[digest.Digest][]byte
-	descs map[evidence.Descriptor][]byte
+	raw     map[digest.Digest][]byte
+	descs   map[evidence.Descriptor][]byte
+	records map[evidence.Descriptor]*evidence.Record
+}
+
+// recordSource is a Source whose descriptor read also returns the record its check parsed
+// (*store.Store): the memo keeps that parse instead of making its own.
+type recordSource interface {
+	GetRecord(d evidence.Descriptor) ([]byte, *evidence.Record, error)
 }
 
 func newMemo(src Source) *memo {
 	if m, ok := src.(*memo); ok {
 		return m
 	}
-	return &memo{Source: src, raw: map[digest.Digest][]byte{}, descs: map[evidence.Descriptor][]byte{}}
+	return &memo{Source: src, raw: map[digest.Digest][]byte{}, descs: map[evidence.Descriptor][]byte{},
+		records: map[evidence.Descriptor]*evidence.Record{}}
 }
 
 func (m *memo) Get(d digest.Digest) ([]byte, error) {
@@ -40,9 +51,40 @@ func (m *memo) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
 	if b, ok := m.descs[d]; ok {
 		return b, nil
 	}
+	if rs, ok := m.Source.(recordSource); ok {
+		b, r, err := rs.GetRecord(d)
+		if err == nil {
+			m.descs[d] = b
+			if r != nil {
+				m.records[d] = r
+			}
+		}
+		return b, err
+	}
 	b, err := m.Source.GetDescriptor(d)
 	if err == nil {
 		m.descs[d] = b
 	}
 	return b, err
+}
+
+// record returns the record d names, read as GetDescriptor reads it and parsed once per audit.
+// d's media type must be a record media type.
+func (m *memo) record(d evidence.Descriptor) (*evidence.Record, error) {
+	if r, ok := m.records[d]; ok {
+		return r, nil
+	}
+	b, err := m.GetDescriptor(d)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := m.records[d]; ok { // parsed by the read
+		return r, nil
+	}
+	r, err := evidence.ParseRecord(d.MediaType, b)
+	if err != nil {
+		return nil, err
+	}
+	m.records[d] = r
+	return r, nil
 }

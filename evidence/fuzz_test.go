@@ -62,7 +62,8 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func TestFuzzCorpusCommitted(t *testing.T) {
-	for dir, min := range map[string]int{"FuzzCanonicalize": 10, "FuzzDecodeRecord": len(fuzzRecordTypes)} {
+	for dir, min := range map[string]int{"FuzzCanonicalize": 10, "FuzzDecodeRecord": len(fuzzRecordTypes),
+		"FuzzParseRecord": len(fuzzRecordTypes), "FuzzDecodeJSON": 5} {
 		ents, err := os.ReadDir(filepath.Join("testdata", "fuzz", dir))
 		if err != nil {
 			t.Fatalf("seed corpus %s: %v", dir, err)

@@ -56,6 +56,22 @@ type parser struct {
 	in   []byte
 	pos  int
 	lits [][]byte // raw string literals (with quotes) in document order
+	// src is one immutable copy of in: a string without escapes, and every number literal, is
+	// a substring of it, not a copy of its own (one allocation per document, not per string).
+	src string
+	// slab hands out nodes in blocks, so a document of many values costs a few allocations of
+	// nodes, not one each. A tree is kept whole or dropped whole, so no block outlives its use.
+	slab []node
+}
+
+// newNode returns a fresh node holding v, from the current block.
+func (p *parser) newNode(v node) *node {
+	if len(p.slab) == cap(p.slab) {
+		// Blocks grow with the document: a small record costs one small block.
+		p.slab = make([]node, 0, min(max(len(p.in)/32, 8), 1024))
+	}
+	p.slab = append(p.slab, v)
+	return &p.slab[len(p.slab)-1]
 }
 
 // parseStrict parses b as exactly one JSON text under the rules of docs/jcs.md.
@@ -68,7 +84,7 @@ func parseStrict(b []byte) (*node, [][]byte, error) {
 	}
 	// Most documents hold a string literal every few dozen bytes; presizing the table avoids
 	// re-copying it while it grows.
-	p := &parser{in: b, lits: make([][]byte, 0, len(b)/32+1)}
+	p := &parser{in: b, lits: make([][]byte, 0, len(b)/32+1), src: string(b)}
 	p.ws()
 	n, err := p.value(0)
 	if err != nil {
@@ -129,8 +145,7 @@ func (p *parser) value(depth int) (*node, error) {
 		}{{"true", node{kind: kBool, b: true}}, {"false", node{kind: kBool}}, {"null", node{kind: kNull}}} {
 			if len(p.in)-p.pos >= len(lit.s) && string(p.in[p.pos:p.pos+len(lit.s)]) == lit.s {
 				p.pos += len(lit.s)
-				n := lit.n
-				return &n, nil
+				return p.newNode(lit.n), nil
 			}
 		}
 		return nil, p.fail(CodeInvalidJSON, "invalid json value")
@@ -142,7 +157,7 @@ func (p *parser) array(depth int) (*node, error) {
 		return nil, p.fail(CodeTooDeep, "nesting deeper than the limit of "+strconv.Itoa(MaxDepth))
 	}
 	p.pos++ // [
-	n := &node{kind: kArray}
+	n := p.newNode(node{kind: kArray})
 	p.ws()
 	if p.pos < len(p.in) && p.in[p.pos] == ']' {
 		p.pos++
@@ -176,7 +191,7 @@ func (p *parser) object(depth int) (*node, error) {
 		return nil, p.fail(CodeTooDeep, "nesting deeper than the limit of "+strconv.Itoa(MaxDepth))
 	}
 	p.pos++ // {
-	n := &node{kind: kObject}
+	n := p.newNode(node{kind: kObject})
 	p.ws()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
@@ -262,13 +277,13 @@ func (p *parser) number() (*node, error) {
 			return nil, p.fail(CodeInvalidNumber, "number form not allowed by json")
 		}
 	}
-	lit := string(p.in[start:p.pos])
+	lit := p.src[start:p.pos]
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil {
 		// Syntax is already proven, so this is a magnitude beyond float64 (±Inf).
 		return nil, refuse.New(CodeInvalidNumber, "number at byte %d overflows ieee 754 double precision", start)
 	}
-	return &node{kind: kNumber, str: lit, num: f}, nil
+	return p.newNode(node{kind: kNumber, str: lit, num: f}), nil
 }
 
 // simpleEscapes maps the byte after a backslash to the byte it stands for; 0 means not simple.
@@ -305,13 +320,13 @@ func (p *parser) string() (*node, error) {
 		case c == '"':
 			var s string
 			if buf == nil {
-				s = string(p.in[seg:p.pos])
+				s = p.src[seg:p.pos]
 			} else {
 				s = string(append(buf, p.in[seg:p.pos]...))
 			}
 			p.pos++
 			p.lits = append(p.lits, p.in[start:p.pos])
-			return &node{kind: kString, str: s, sidx: len(p.lits) - 1}, nil
+			return p.newNode(node{kind: kString, str: s, sidx: len(p.lits) - 1}), nil
 		case c < 0x20:
 			return nil, p.fail(CodeInvalidJSON, "unescaped control character in string")
 		case c != '\\':

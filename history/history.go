@@ -46,6 +46,9 @@ const (
 	KindPreflight  = "preflight"
 	KindLiveAudit  = "live-audit"
 	KindUnfinished = "unfinished-apply"
+	// KindPruned: a tombstone leaf of the deployment log, by which store gc dropped a root; its
+	// record is gone, so only its kind and digest are shown (Verdict "dropped <kind>").
+	KindPruned = "pruned"
 )
 
 // Entry is one line of the history.
@@ -108,6 +111,15 @@ func History(st *store.Store, f Filter) (*Report, error) {
 				return nil, err
 			}
 			e.LogIndex, e.Unsigned = &idx, idx >= lg.state.Checkpoint
+		}
+		// Each root store gc dropped is a line of the story too: its tombstone leaf. Its record
+		// (and so its cluster) is gone: shown without a cluster filter only.
+		if f.Cluster == "" {
+			for _, tb := range lg.tombstones {
+				idx := tb.index
+				sc.entries = append(sc.entries, Entry{Time: "-", Kind: KindPruned, Release: "-", ClusterUID: "-",
+					Verdict: "dropped " + string(tb.leaf.Dropped), Digest: tb.leaf.Record, LogIndex: &idx, Unsigned: idx >= lg.state.Checkpoint})
+			}
 		}
 		// Newest first by leaf index: the log's commit order, not the records' times.
 		slices.SortStableFunc(sc.entries, func(a, b Entry) int { return cmp.Compare(*b.LogIndex, *a.LogIndex) })

@@ -49,6 +49,13 @@ type leafRef struct {
 type logStory struct {
 	state LogState
 	index map[leafRef]int64
+	// tombstones are the leaves by which store gc dropped a root, in leaf order.
+	tombstones []tombstone
+}
+
+type tombstone struct {
+	index int64
+	leaf  deploylog.Leaf
 }
 
 func readLog(st *store.Store) (*logStory, error) {
@@ -68,6 +75,8 @@ func readLog(st *store.Store) (*logStory, error) {
 	for i, l := range ls.Leaves {
 		if l.Kind != deploylog.KindTombstone {
 			out.index[leafRef{l.Kind, l.Record}] = int64(i)
+		} else {
+			out.tombstones = append(out.tombstones, tombstone{int64(i), l})
 		}
 	}
 	return out, nil

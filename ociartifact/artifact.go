@@ -414,6 +414,8 @@ type Collected struct {
 	Desc     ocispec.Descriptor
 	// Referrers are the attachment manifests, each with its descriptor, in Attachments' order.
 	Referrers []Referrer
+	// Log is the log referrer (AttachLog), nil when none is attached.
+	Log *LogReferrer
 }
 
 // Referrer is one attachment manifest.

@@ -93,6 +93,18 @@ func export(c *Collected, dir, tag string) (ocispec.Descriptor, error) {
 		}
 		idx.Manifests = append(idx.Manifests, r.Desc)
 	}
+	if lg := c.Log; lg != nil {
+		// The log referrer, as a registry holds it (docs/oci.md, "The log referrer").
+		for _, b := range []struct {
+			d digest.Digest
+			b []byte
+		}{{lg.Proof.Digest, c.Blobs[lg.Proof.Digest]}, {lg.Entries.Digest, c.Blobs[lg.Entries.Digest]}, {lg.Desc.Digest, lg.Manifest}} {
+			if err := putOnce(root, b.d, b.b); err != nil {
+				return ocispec.Descriptor{}, err
+			}
+		}
+		idx.Manifests = append(idx.Manifests, lg.Desc)
+	}
 	ib, err := json.Marshal(idx)
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("ociartifact: marshal index.json: %w", err)

@@ -29,6 +29,10 @@ const (
 	CodeLogTileMissing   refuse.Code = "LOG_TILE_MISSING"       // hint: a full tile is not stored
 	CodeLogUnsignedTail  refuse.Code = "LOG_UNSIGNED_TAIL"      // hint: leaves after the last signed checkpoint
 	CodeLogSignatureSkip refuse.Code = "LOG_SIGNATURES_SKIPPED" // hint: no key given, signatures not checked
+	// CodeLogTombstoneOrphan: a tombstone leaf drops an entry no earlier leaf publishes live with
+	// that record (a forged or misplaced tombstone hiding nothing, or hiding a deletion).
+	CodeLogTombstoneOrphan refuse.Code = "LOG_TOMBSTONE_ORPHAN"
+	CodeLogGCPending       refuse.Code = "LOG_GC_PENDING" // hint: a tombstoned root's entry is still present (interrupted gc)
 )
 
 // LogFinding is one finding of VerifyLog; Leaf is the leaf index it concerns, or -1.
@@ -109,9 +113,16 @@ type LogVerifyOptions struct {
 // Since; every leaf's index entry names its record and the record is intact, every index entry
 // has exactly one leaf. Nothing is written.
 func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
+	r, _, err := s.verifyLog(o)
+	return r, err
+}
+
+// verifyLog is VerifyLog returning also the parsed leaves it read (the first r.Size of them are
+// the verified log's), so that a reader of the story does not read every leaf twice.
+func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, error) {
 	l, release, err := s.holdLog()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer release()
 	r := &LogReport{Origin: l.origin, SignaturesChecked: o.Verifier != nil, Checkpoints: []LogCheckpoint{},
@@ -120,7 +131,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 	// Leaves.
 	names, err := listDir(l.leaves.fd, leavesRel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	present := map[int64]bool{}
 	var last int64 = -1
@@ -159,7 +170,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 			break
 		}
 		if err := tree.Append(b); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		leaf, err := deploylog.ParseLeaf(b)
 		leaves, parsed = append(leaves, leaf), append(parsed, err == nil)
@@ -170,7 +181,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 	r.Size = n
 	root, err := tree.Root(n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.Root = base64.StdEncoding.EncodeToString(root[:])
 
@@ -190,7 +201,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 		r.hint(CodeLogUnsignedTail, r.SignedSize, leavesRel, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
 			r.SignedSize, r.Size-1)
 	}
-	return r, nil
+	return r, leaves, nil
 }
 
 func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
@@ -202,20 +213,34 @@ func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 	have := map[string]bool{}
 	for _, name := range names {
 		rel := tilesRel + "/" + name
-		ls, ns, ok := strings.Cut(name, "-")
+		ls, rest, ok := strings.Cut(name, "-")
+		ns, ws, partial := strings.Cut(rest, ".p.")
 		level, lerr := strconv.ParseInt(ls, 10, 64)
 		idx, iok := parseName(ns)
+		w, werr := strconv.Atoi(ws)
+		if partial && (werr != nil || w < 1 || w >= deploylog.TileWidth || strconv.Itoa(w) != ws) {
+			ok = false
+		}
 		if !ok || lerr != nil || !iok || strconv.FormatInt(level, 10) != ls || level < 0 || level > 6 {
 			r.bad(CodeLogFile, -1, rel, "stray file in %s", tilesRel)
 			continue
 		}
 		have[name] = true
-		b, err := readLogFile(l.tiles.fd, name, rel, tileBytes)
+		size := int64(tileBytes)
+		if partial {
+			size = int64(w) * tlog.HashSize
+		}
+		b, err := readLogFile(l.tiles.fd, name, rel, size)
 		if err != nil {
 			r.badErr(-1, rel, err)
 			continue
 		}
-		want, err := tree.TileHashes(int(level), idx)
+		var want []byte
+		if partial {
+			want, err = tree.PartialTileHashes(int(level), idx, w)
+		} else {
+			want, err = tree.TileHashes(int(level), idx)
+		}
 		if err != nil {
 			r.bad(CodeLogTileMismatch, -1, rel, "tile %d/%d lies beyond the log's %d leaves", level, idx, tree.Size())
 			continue
@@ -386,37 +411,65 @@ func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogRepo
 			entries[k], paths[k] = e.Statement, attestationsRel+"/"+subject.Encoded()+"/"+e.Bundle.Encoded()
 		}
 	}
-	dropped := map[entryKey]bool{}
-	for i, leaf := range leaves {
-		if parsed[i] && leaf.Kind == deploylog.KindTombstone {
-			dropped[entryKey{kind: leaf.Dropped, key: leaf.Key, bundle: leaf.Bundle}] = true
-		}
+	// Each entry's life through the log: published by a leaf, possibly dropped by a later
+	// tombstone (store gc) of the same record, possibly published again after that.
+	type life struct {
+		leaf   int64 // the leaf that published it last
+		record digest.Digest
+		live   bool // not dropped since
 	}
-	seen := map[entryKey]int64{}
+	lives := map[entryKey]*life{}
 	n := int64(len(leaves))
+	droppedLeaf := make([]bool, n) // a later tombstone drops what this leaf published
+	dup := make([]bool, n)
+	for i, leaf := range leaves {
+		idx := int64(i)
+		if !parsed[i] {
+			continue
+		}
+		rel := leavesRel + "/" + leafName(idx)
+		k := entryKey{kind: leaf.Published(), key: leaf.Key, bundle: leaf.Bundle}
+		lf := lives[k]
+		if leaf.Kind == deploylog.KindTombstone {
+			if lf == nil || !lf.live || lf.record != leaf.Record {
+				r.bad(CodeLogTombstoneOrphan, idx, rel, "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
+					idx, leaf.Dropped, leaf.Key, leaf.Record)
+				continue
+			}
+			lf.live, droppedLeaf[lf.leaf] = false, true
+			continue
+		}
+		if lf != nil && lf.live {
+			r.bad(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", lf.leaf, idx, leaf.Kind, leaf.Key)
+			dup[i] = true
+			continue
+		}
+		lives[k] = &life{leaf: idx, record: leaf.Record, live: true}
+	}
 	// Each record is re-hashed by a few workers; the findings are reported in leaf order below.
 	recErr := make([]error, n)
 	parallel(n, func(i int64) {
-		if parsed[i] && leaves[i].Kind != deploylog.KindTombstone {
+		if parsed[i] && leaves[i].Kind != deploylog.KindTombstone && !dup[i] && !droppedLeaf[i] {
 			_, recErr[i] = checkObject(s.dirs[dSHA256].fd, leaves[i].Record)
 		}
 	})
 	for i, leaf := range leaves {
 		idx := int64(i)
-		if !parsed[i] || leaf.Kind == deploylog.KindTombstone {
+		if !parsed[i] || leaf.Kind == deploylog.KindTombstone || dup[i] {
 			continue
 		}
 		rel := leavesRel + "/" + leafName(idx)
 		k := entryKey{kind: leaf.Kind, key: leaf.Key, bundle: leaf.Bundle}
-		if j, dup := seen[k]; dup {
-			r.bad(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", j, idx, leaf.Kind, leaf.Key)
+		e, ok := entries[k]
+		if droppedLeaf[i] {
+			// Retention dropped it: its record and entry may be gone. An entry still naming it,
+			// with no later publication, is an interrupted gc, which the next gc finishes.
+			if lf := lives[k]; ok && !lf.live && lf.leaf == idx && e.Digest == leaf.Record {
+				r.hint(CodeLogGCPending, idx, paths[k], "the %s entry %s that a tombstone drops is still present: an interrupted store gc, which the next one finishes", leaf.Kind, leaf.Key)
+			}
 			continue
 		}
-		seen[k] = idx
-		e, ok := entries[k]
 		switch {
-		case !ok && dropped[k]:
-			continue // retention dropped it; its tombstone is the later leaf
 		case !ok && idx == n-1 && idx >= r.SignedSize:
 			r.hint(CodeLogPending, idx, rel, "the last leaf's %s entry %s is not written: an interrupted publication, which the next one completes", leaf.Kind, leaf.Key)
 		case !ok:
@@ -424,17 +477,15 @@ func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogRepo
 		case e.Digest != leaf.Record:
 			r.bad(CodeLogEntryMismatch, idx, paths[k], "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, e.Digest, idx, leaf.Record)
 		}
-		if dropped[k] {
-			continue
-		}
 		if err := recErr[idx]; err != nil {
 			code := CodeLogRecordMissing
 			r.bad(code, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, err)
 		}
 	}
 	var outside []entryKey
-	for k := range paths {
-		if _, ok := seen[k]; !ok {
+	for k, e := range entries {
+		lf := lives[k]
+		if lf == nil || (!lf.live && e.Digest != lf.record) {
 			outside = append(outside, k)
 		}
 	}
@@ -505,7 +556,7 @@ func (s *Store) proveLeaf(l *logDirs, idx int64, raw []byte, v deploylog.Checkpo
 				continue
 			}
 		}
-		hs, err := deploylog.ProveInclusion(idx, size, newLogReader(s, l, size))
+		hs, err := deploylog.ProveInclusion(idx, size, newLogReader(s, l, size, size))
 		if err != nil {
 			return deploylog.Proof{}, err
 		}
@@ -559,7 +610,7 @@ func (s *Store) ConsistencyProof(m, n int64) (tlog.TreeProof, error) {
 	if n > size {
 		return nil, refuse.New(deploylog.CodeRollback, "the log has %d leaves, not %d", size, n)
 	}
-	return deploylog.ProveConsistency(m, n, newLogReader(s, l, n))
+	return deploylog.ProveConsistency(m, n, newLogReader(s, l, n, n, m))
 }
 
 // parallel runs f(0..n-1) on a few goroutines.

@@ -69,8 +69,12 @@ func TestMain(m *testing.M) {
 		subject, statement, bundle := attestedData()
 		s.PutAttested(subject, statement, bundle)
 		os.Exit(4)
+	case "crash-gc":
+		os.Exit(childCrashGC(os.Getenv("QL3_STORE_ROOT"), os.Getenv("QL3_GC_KILL_AT")))
 	case "crash-log":
 		os.Exit(childCrashLog(os.Getenv("QL3_STORE_ROOT"), os.Getenv("QL3_LOG_KILL_AT")))
+	case "crash-import":
+		os.Exit(childCrashImport(os.Getenv("QL3_STORE_ROOT"), os.Getenv("QL3_IMPORT_SRC"), os.Getenv("QL3_LOG_KILL_AT")))
 	case "batchcrash":
 		s, err := Open(os.Getenv("QL3_STORE_ROOT"))
 		if err != nil {

@@ -71,6 +71,10 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 	dirs   [nDirs]heldDir
+	// writerFD holds the writers' lock (gc.go) from the handle's first object write to Close.
+	writerMu   sync.Mutex
+	writerFD   int
+	writerHeld bool
 }
 
 // Root is the store's absolute path, as given to Open.
@@ -85,6 +89,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.releaseWriters()
 	if err := closeDirs(&s.dirs); err != nil {
 		return refuse.Wrap(CodeStoreIO, err, "close store %s", s.root)
 	}
@@ -300,6 +305,10 @@ func (s *Store) present(mediaType string, b []byte) (evidence.Descriptor, bool, 
 	if err := checkSize(b); err != nil {
 		return evidence.Descriptor{}, false, err
 	}
+	// From here the run may reference this object: gc must not remove it until the run ends.
+	if err := s.holdWriters(); err != nil {
+		return evidence.Descriptor{}, false, err
+	}
 	sum := sha256.Sum256(b)
 	d := digest.Digest("sha256:" + hex.EncodeToString(sum[:]))
 	desc := evidence.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}
@@ -324,8 +333,8 @@ func checkSize(b []byte) error {
 // checkRecord holds b to the record rules of mediaType (canonical form, the schema that media
 // type names) without keeping the decoded value.
 func checkRecord(mediaType string, b []byte) error {
-	var probe map[string]any
-	return evidence.DecodeRecord(mediaType, b, &probe)
+	_, err := evidence.ParseRecord(mediaType, b)
+	return err
 }
 
 // same checks the object already committed under d's name: the same content is a no-op,
@@ -518,23 +527,32 @@ func checkObjectStat(st *unix.Stat_t, d digest.Digest) error {
 // GetDescriptor is Get plus the descriptor's size and, for record media types, canonical form
 // and schema.
 func (s *Store) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
+	b, _, err := s.GetRecord(d)
+	return b, err
+}
+
+// GetRecord is GetDescriptor that also returns, for a record media type, the record as parsed by
+// that check (nil for a blob), so that a reader decoding it does not parse it again.
+func (s *Store) GetRecord(d evidence.Descriptor) ([]byte, *evidence.Record, error) {
 	if err := s.acquire(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer s.mu.RUnlock()
 	b, err := s.get(d.Digest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(b)) != d.Size {
-		return nil, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
+		return nil, nil, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
 	}
-	if _, ok := evidence.RecordSchema(d.MediaType); ok {
-		if err := checkRecord(d.MediaType, b); err != nil {
-			return nil, err
-		}
+	if _, ok := evidence.RecordSchema(d.MediaType); !ok {
+		return b, nil, nil
 	}
-	return b, nil
+	r, err := evidence.ParseRecord(d.MediaType, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, r, nil
 }
 
 func checkKind(kind string) error {

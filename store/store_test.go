@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -111,6 +113,10 @@ func TestObjectViolations(t *testing.T) {
 			}
 			if _, err := s.Get(d.Digest); refuse.CodeOf(err) != v.code {
 				t.Fatalf("get: got %v, want %s", err, v.code)
+			}
+			called := false
+			if err := s.View(d.Digest, func([]byte) error { called = true; return nil }); refuse.CodeOf(err) != v.code || called {
+				t.Fatalf("view: got %v (fn called: %v), want %s", err, called, v.code)
 			}
 			r, err := s.Verify()
 			if err != nil {
@@ -372,5 +378,39 @@ func TestIndexEntryViolations(t *testing.T) {
 				t.Fatalf("verify after %s: %+v, want %s", v.name, r.Corruption, CodeIndexCorrupt)
 			}
 		})
+	}
+}
+
+// TestView: View lends exactly Get's bytes, returns fn's error, reuses its buffer across calls
+// of other sizes without leaking one object's bytes into another's, and refuses a bad digest.
+func TestView(t *testing.T) {
+	s := newStore(t)
+	objs := [][]byte{[]byte("a longer object of some bytes"), []byte("short"), {}, bytes.Repeat([]byte{7}, 1<<20)}
+	for round := range 2 {
+		for _, o := range objs {
+			d, err := s.PutBlob(evidence.MediaTypeOctets, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen []byte
+			if err := s.View(d.Digest, func(b []byte) error { seen = bytes.Clone(b); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(seen, o) {
+				t.Fatalf("round %d: view gave %d bytes, want %d", round, len(seen), len(o))
+			}
+		}
+	}
+	d := evidence.FromBytes([]byte("short"))
+	sentinel := errors.New("fn")
+	if err := s.View(d, func([]byte) error { return sentinel }); err != sentinel {
+		t.Fatalf("fn's error: %v", err)
+	}
+	if err := s.View("sha256:00", func([]byte) error { return nil }); refuse.CodeOf(err) != evidence.CodeDigestInvalid {
+		t.Fatalf("bad digest: %v", err)
+	}
+	closeStore(t, s)
+	if err := s.View(d, func([]byte) error { return nil }); refuse.CodeOf(err) != CodeStoreIO {
+		t.Fatalf("closed store: %v", err)
 	}
 }

@@ -86,8 +86,12 @@ func newStorePushCmd(root *RootOptions) *cobra.Command {
 		Short: "Push a root record's closure as one OCI artifact, its attestations as referrers",
 		Long: "Uploads the closure of a receipt, preflight report or live-audit report as one OCI artifact\n" +
 			"(artifactType application/vnd.qinglong.ql3.evidence.v1, one layer per object) and attaches its\n" +
-			"attestation bundles as referrers. Registry credentials come from the Docker configuration and\n" +
-			"its credential helpers only, never from a flag. TLS is verified. Prints the manifest digest.",
+			"attestation bundles as referrers. When the store has a log and a signed checkpoint covers the\n" +
+			"root, it also attaches the log referrer (application/vnd.qinglong.ql3.log.v1): the root's\n" +
+			"tlog-proof with the largest such checkpoint (cosignatures included) and the log's leaves up to\n" +
+			"it; otherwise stderr says why none is attached. Registry credentials come from the Docker\n" +
+			"configuration and its credential helpers only, never from a flag. TLS is verified. Prints the\n" +
+			"manifest digest.",
 		Example: "  ql3 store push --store /abs/evidence sha256:5f0c... registry.example.com/release/evidence:3.4.1",
 		Args:    cobra.ExactArgs(2),
 		RunE:    runE(o),
@@ -113,11 +117,19 @@ func (o *storePushOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	desc, err := transfer.Push(ctx, st, o.subject, o.ref, att, o.registry.options())
+	c, err := ociartifact.Collect(st, o.subject, att)
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, pushResult{true, desc.Digest, o.ref, len(att)}, nil)
+	lg, err := attachLog(st, c, s.err)
+	if err != nil {
+		return err
+	}
+	desc, err := transfer.PushCollected(ctx, c, o.ref, o.registry.options())
+	if err != nil {
+		return err
+	}
+	return o.root.printResult(s.out, pushResult{true, desc.Digest, o.ref, len(att), lg}, nil)
 }
 
 // pushResult: the artifact pushed.
@@ -126,6 +138,7 @@ type pushResult struct {
 	Manifest     digest.Digest `json:"manifest"`
 	Ref          string        `json:"ref"`
 	Attestations int           `json:"attestations"`
+	Log          logAttached   `json:"log"`
 }
 
 func (r pushResult) writeText(w io.Writer) error { return lines(w, string(r.Manifest)) }
@@ -134,6 +147,7 @@ func (r pushResult) writeText(w io.Writer) error { return lines(w, string(r.Mani
 type storePullOptions struct {
 	root     *RootOptions
 	registry registryFlags
+	log      pullLogFlags
 	ref      string
 }
 
@@ -145,13 +159,21 @@ func newStorePullCmd(root *RootOptions) *cobra.Command {
 		Long: "Fetches the artifact, re-hashes the manifest and every layer, requires the layers to be\n" +
 			"exactly the closure of the root the manifest names, then writes the objects no-replace into the\n" +
 			"store (created when absent) and its index entries last, so a refused pull publishes nothing.\n" +
-			"Prints the root record's digest.",
+			"With --log-key (or --policy) it also requires the artifact's log referrer: the root's tlog-proof\n" +
+			"in a checkpoint the key signed (the policy's quorum cosigned) and the log's leaves up to it, every\n" +
+			"entry it publishes a leaf of that log, and the store's log empty, a prefix or an extension of it\n" +
+			"(LOG_FORK otherwise), all before anything is written; it then installs the leaves and the\n" +
+			"checkpoint into the store's log and writes the entries from their leaves. Prints the root\n" +
+			"record's digest.",
 		Example: "  ql3 store pull --store /abs/copy registry.example.com/release/evidence:3.4.1\n" +
-			"  ql3 audit --store /abs/copy sha256:5f0c...",
+			"  ql3 store pull --store /abs/copy --log-key /abs/keys/log.vkey registry.example.com/release/evidence:3.4.1\n" +
+			"  ql3 audit --store /abs/copy --log-key /abs/keys/log.vkey sha256:5f0c...\n" +
+			"  ql3 log verify --store /abs/copy --key /abs/keys/log.vkey --since /abs/audit/checkpoint",
 		Args: cobra.ExactArgs(1),
 		RunE: runE(o),
 	})
 	o.registry.add(c)
+	o.log.add(c)
 	return c
 }
 
@@ -160,9 +182,16 @@ func (o *storePullOptions) validate() error {
 	if o.root.Store == "" {
 		return missingFlags("--store (or QL3_STORE)")
 	}
+	if err := o.log.validate(); err != nil {
+		return err
+	}
 	return o.registry.validate()
 }
 func (o *storePullOptions) run(ctx context.Context, s streams) error {
+	lo, err := o.log.options()
+	if err != nil {
+		return err
+	}
 	// A pull that creates the store removes it when refused: a refused pull leaves nothing behind.
 	_, statErr := os.Lstat(o.root.Store)
 	created := errors.Is(statErr, fs.ErrNotExist)
@@ -170,7 +199,7 @@ func (o *storePullOptions) run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	r, desc, err := transfer.Pull(ctx, o.ref, st, o.registry.options())
+	r, desc, cp, err := transfer.PullWithLog(ctx, o.ref, st, o.registry.options(), lo)
 	st.Close()
 	if err != nil {
 		if created {
@@ -180,7 +209,12 @@ func (o *storePullOptions) run(ctx context.Context, s streams) error {
 		}
 		return err
 	}
-	return o.root.printResult(s.out, pullResult{true, r.Descriptor.Digest, r.Kind, desc.Digest}, nil)
+	res := pullResult{OK: true, Root: r.Descriptor.Digest, Kind: r.Kind, Manifest: desc.Digest}
+	if cp != nil {
+		res.Log = &pulledLog{Origin: cp.Origin, Size: cp.Size}
+		fmt.Fprintf(s.err, "ql3: log: root included in checkpoint %s size %d; the log installed up to it\n", cp.Origin, cp.Size)
+	}
+	return o.root.printResult(s.out, res, nil)
 }
 
 // pullResult: the root record pulled into the store.
@@ -189,6 +223,7 @@ type pullResult struct {
 	Root     digest.Digest `json:"root"`
 	Kind     string        `json:"kind"`
 	Manifest digest.Digest `json:"manifest"`
+	Log      *pulledLog    `json:"log,omitempty"`
 }
 
 func (r pullResult) writeText(w io.Writer) error { return lines(w, string(r.Root)) }
@@ -206,7 +241,8 @@ func newStoreExportCmd(root *RootOptions) *cobra.Command {
 		Use:   "export DIGEST DIR",
 		Short: "Write a root record's closure as an OCI image layout in a new directory",
 		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send, attestations\n" +
-			"included, into DIR, which must not exist. oras, crane and skopeo work with it offline; ql3 audit\n" +
+			"and the log referrer included (index.json lists each referrer manifest), into DIR, which must not\n" +
+			"exist; audit --layout --log-key checks the root's inclusion from the log referrer. oras, crane and skopeo work with it offline; ql3 audit\n" +
 			"--layout and ql3 store verify --layout read it in place without writing.",
 		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...",
 		Args:    cobra.ExactArgs(2),
@@ -237,11 +273,15 @@ func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	lg, err := attachLog(st, c, s.err)
+	if err != nil {
+		return err
+	}
 	desc, err := ociartifact.Export(c, o.dir, "")
 	if err != nil {
 		return err
 	}
-	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root)}, nil)
+	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root), lg}, nil)
 }
 
 // exportResult: the OCI layout written.
@@ -250,6 +290,7 @@ type exportResult struct {
 	Layout   string        `json:"layout"`
 	Manifest digest.Digest `json:"manifest"`
 	Tag      string        `json:"tag"`
+	Log      logAttached   `json:"log"`
 }
 
 func (r exportResult) writeText(w io.Writer) error { return lines(w, r.Layout, string(r.Manifest)) }

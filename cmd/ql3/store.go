@@ -41,7 +41,7 @@ func newStoreCmd(root *RootOptions) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	c.AddCommand(newStoreInitCmd(root), newStorePutCmd(root), newStoreCatCmd(root), newStoreShowCmd(root),
-		newStoreLsCmd(root), newStoreVerifyCmd(root), newStorePushCmd(root), newStorePullCmd(root), newStoreExportCmd(root))
+		newStoreLsCmd(root), newStoreVerifyCmd(root), newStorePushCmd(root), newStorePullCmd(root), newStoreExportCmd(root), newStoreGCCmd(root))
 	return c
 }
 

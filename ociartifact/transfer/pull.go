@@ -10,6 +10,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/refuse"
@@ -27,13 +28,26 @@ import (
 // with their statements and attestation index entries after the closure. It returns the root and
 // the manifest's descriptor.
 func Pull(parent context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
-	ctx, cancel := o.bounded(parent)
-	defer cancel()
-	root, desc, err := pull(ctx, ref, dst, o)
-	return root, desc, finish(ctx, parent, err)
+	root, desc, _, err := PullWithLog(parent, ref, dst, o, LogOptions{})
+	return root, desc, err
 }
 
-func pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociartifact.Root, ocispec.Descriptor, error) {
+// PullWithLog is Pull that, with lo.Verifier set, also proves the root's inclusion in its
+// deployment log before anything is written (docs/oci.md, "The log referrer"): the artifact's
+// log referrers are fetched and proven (fetchLog), every entry the pull publishes must have its
+// leaf in the carried log, and the destination's log must accept it (store.CheckLogImport).
+// Then the objects are written, and the log and the entries are installed from the leaves
+// (store.ImportLog) instead of appended as new publications. It returns the checkpoint the root
+// was proven in (nil without lo.Verifier).
+func PullWithLog(parent context.Context, ref string, dst *store.Store, o Options, lo LogOptions) (*ociartifact.Root, ocispec.Descriptor, *deploylog.Checkpoint, error) {
+	ctx, cancel := o.bounded(parent)
+	defer cancel()
+	var cp *deploylog.Checkpoint
+	root, desc, err := pull(ctx, ref, dst, o, lo, &cp)
+	return root, desc, cp, finish(ctx, parent, err)
+}
+
+func pull(ctx context.Context, ref string, dst *store.Store, o Options, lo LogOptions, cpOut **deploylog.Checkpoint) (*ociartifact.Root, ocispec.Descriptor, error) {
 	repo, r, err := repository(ref, o)
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
@@ -76,6 +90,29 @@ func pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociart
 	if err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
+	if lo.Verifier != nil {
+		c, err := fetchLog(ctx, repo, desc, root.Descriptor.Digest, lo)
+		if err != nil {
+			return nil, ocispec.Descriptor{}, err
+		}
+		li, complete, err := logImport(dst, c, root, atts)
+		if err != nil {
+			return nil, ocispec.Descriptor{}, err
+		}
+		objs := append([]evidence.Descriptor(nil), a.Layers...)
+		for _, at := range atts {
+			objs = append(objs, at.stmtD, at.bundleD)
+			blobs[at.stmtD.Digest], blobs[at.bundleD.Digest] = at.stmt, at.bundle
+		}
+		if err := importObjects(dst, objs, blobs); err != nil {
+			return nil, ocispec.Descriptor{}, err
+		}
+		if err := installLog(dst, li, complete, c, lo); err != nil {
+			return nil, ocispec.Descriptor{}, err
+		}
+		*cpOut = &c.Checkpoint
+		return root, desc, nil
+	}
 	if err := Import(dst, root, a.Layers, blobs); err != nil {
 		return nil, ocispec.Descriptor{}, err
 	}
@@ -90,6 +127,20 @@ func pull(ctx context.Context, ref string, dst *store.Store, o Options) (*ociart
 // the receipt's last. The objects go through store batches, so that their fsyncs share rounds:
 // every object is durable and in place before the first index entry is written.
 func Import(dst *store.Store, root *ociartifact.Root, layers []evidence.Descriptor, blobs map[digest.Digest][]byte) error {
+	if err := importObjects(dst, layers, blobs); err != nil {
+		return err
+	}
+	for _, e := range root.Index {
+		if err := dst.PutIndex(e.Kind, e.Key, e.Descriptor); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importObjects writes proven objects no-replace through store batches, each durable and in
+// place before it returns.
+func importObjects(dst *store.Store, layers []evidence.Descriptor, blobs map[digest.Digest][]byte) error {
 	b := dst.NewBatch()
 	for i, d := range layers {
 		got, err := b.PutBlob(d.MediaType, blobs[d.Digest])
@@ -106,15 +157,7 @@ func Import(dst *store.Store, root *ociartifact.Root, layers []evidence.Descript
 			}
 		}
 	}
-	if err := b.Sync(); err != nil {
-		return err
-	}
-	for _, e := range root.Index {
-		if err := dst.PutIndex(e.Kind, e.Key, e.Descriptor); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.Sync()
 }
 
 // importBatch bounds the objects staged at once: a batch holds one open descriptor per new object

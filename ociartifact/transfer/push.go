@@ -31,6 +31,19 @@ func push(ctx context.Context, src ociartifact.Source, root digest.Digest, ref s
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
+	return pushCollected(ctx, c, ref, o)
+}
+
+// PushCollected is Push of an artifact already collected (ociartifact.Collect), with its log
+// referrer when one is attached (Collected.AttachLog): pushed after the attestations.
+func PushCollected(parent context.Context, c *ociartifact.Collected, ref string, o Options) (ocispec.Descriptor, error) {
+	ctx, cancel := o.bounded(parent)
+	defer cancel()
+	desc, err := pushCollected(ctx, c, ref, o)
+	return desc, finish(ctx, parent, err)
+}
+
+func pushCollected(ctx context.Context, c *ociartifact.Collected, ref string, o Options) (ocispec.Descriptor, error) {
 	repo, r, err := repository(ref, o)
 	if err != nil {
 		return ocispec.Descriptor{}, err
@@ -46,6 +59,9 @@ func push(ctx context.Context, src ociartifact.Source, root digest.Digest, ref s
 	}
 	for _, rf := range c.Referrers {
 		blobs = append(blobs, oci(rf.Blob))
+	}
+	if c.Log != nil {
+		blobs = append(blobs, oci(c.Log.Proof), oci(c.Log.Entries))
 	}
 	content := func(d ocispec.Descriptor) []byte {
 		if d.Digest == ociartifact.EmptyConfig.Digest {
@@ -67,6 +83,11 @@ func push(ctx context.Context, src ociartifact.Source, root digest.Digest, ref s
 	for _, rf := range c.Referrers {
 		if err := repo.Push(ctx, rf.Desc, bytes.NewReader(rf.Manifest)); err != nil {
 			return ocispec.Descriptor{}, classify(err, "push referrer %s of %s", rf.Desc.Digest, c.Desc.Digest)
+		}
+	}
+	if c.Log != nil {
+		if err := repo.Push(ctx, c.Log.Desc, bytes.NewReader(c.Log.Manifest)); err != nil {
+			return ocispec.Descriptor{}, classify(err, "push log referrer %s of %s", c.Log.Desc.Digest, c.Desc.Digest)
 		}
 	}
 	return c.Desc, nil

@@ -2,7 +2,6 @@ package convergence
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 
 	"github.com/qinglong/ql3/evidence"
@@ -43,15 +42,11 @@ func decodeOutput(b []byte) ([]map[string]any, error) {
 	}
 	// The strict parser proves what encoding/json would let pass silently: duplicate keys (it
 	// keeps the last), invalid UTF-8 (it substitutes U+FFFD), lone surrogates, excessive nesting.
-	// After it, encoding/json and the strict parser read the same document.
-	if err := evidence.Validate(b); err != nil {
+	// After it, encoding/json and the strict parser read the same document, so the strict parse
+	// also gives the decoded value (what encoding/json with UseNumber would give) in one pass.
+	top, err := evidence.DecodeJSON(b)
+	if err != nil {
 		return nil, refuse.Wrap(CodeOutputInvalid, err, "convergence read stdout is not strictly valid json")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var top any
-	if err := dec.Decode(&top); err != nil {
-		return nil, refuse.New(CodeOutputInvalid, "convergence read stdout does not decode")
 	}
 	obj, ok := top.(map[string]any)
 	if !ok {
