@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/qinglong/ql3/evidence"
@@ -21,6 +22,7 @@ type execRun struct {
 // execsCheck checks the exec records of r: the required steps in the required order, each run as
 // the ceremony must run it, then the verdict of each step re-derived from its stored stdout.
 func (a *auditor) execsCheck(r *run) ([]execRun, bool) {
+	r.steps = expectedSteps(r.steps, r.execs)
 	var runs []execRun
 	ok := a.check(r.name("execs"), func() (string, error) {
 		if len(r.execs) != len(r.steps) {
@@ -39,6 +41,43 @@ func (a *auditor) execsCheck(r *run) ([]execRun, bool) {
 		return nil, false
 	}
 	return runs, a.verdicts(r, runs)
+}
+
+// expectedSteps is steps without the namespace read when the records hold one fewer: whether the
+// read had to run is known only from the convergence read, and namespaceRead checks it there.
+func expectedSteps(steps []string, execs []evidence.Descriptor) []string {
+	if i := slices.Index(steps, evidence.StepNamespaces); i >= 0 && len(execs) == len(steps)-1 {
+		return slices.Delete(slices.Clone(steps), i, i+1)
+	}
+	return steps
+}
+
+// namespaceRead binds the namespace read to the objects the convergence read found: a run holds
+// it exactly when they live in a namespace the manifest does not hold, and it names exactly those
+// (convergence.OutsideNamespaces). It returns the namespaces the stored read shows.
+func namespaceRead(r *run, live []evidence.LiveObject, runs []execRun) ([]convergence.Namespace, error) {
+	names, err := convergence.OutsideNamespaces(r.lockResult.Objects, live)
+	if err != nil {
+		return nil, err
+	}
+	var read *execRun
+	for i := range runs {
+		if runs[i].rec.Step == evidence.StepNamespaces {
+			read = &runs[i]
+		}
+	}
+	switch {
+	case len(names) == 0 && read == nil:
+		return nil, nil
+	case len(names) == 0:
+		return nil, refuse.New(CodeExecSequence, "a namespace read where the objects found live in no namespace the manifest does not hold")
+	case read == nil:
+		return nil, refuse.New(CodeExecSequence, "no namespace read, where the objects found live in %d namespace(s) the manifest does not hold", len(names))
+	}
+	if got := argv.Operands(evidence.StepNamespaces, read.rec.Argv); !slices.Equal(got, names) {
+		return nil, refuse.New(CodeExecSequence, "the namespace read names %d namespace(s), not the %d the objects found live in (or other ones)", len(got), len(names))
+	}
+	return convergence.ReadNamespaces(names, read.stdout)
 }
 
 func (a *auditor) execRecord(r *run, d evidence.Descriptor, step string, i int) (execRun, error) {
@@ -143,6 +182,13 @@ func (a *auditor) convergenceCheck(r *run, runs []execRun, claimed []evidence.Li
 		if err != nil {
 			return "", err
 		}
+		nss, err := namespaceRead(r, out.Objects, runs)
+		if err != nil {
+			return "", err
+		}
+		if err := convergence.CheckNamespaces(nss); err != nil {
+			return "", err
+		}
 		if len(out.Objects) != len(claimed) {
 			return "", refuse.New(CodeObjects, "receipt lists %d objects, the convergence read shows %d", len(claimed), len(out.Objects))
 		}
@@ -151,6 +197,7 @@ func (a *auditor) convergenceCheck(r *run, runs []execRun, claimed []evidence.Li
 				return "", refuse.New(CodeObjects, "receipt object %d (%s %s/%s) differs from the convergence read", i, claimed[i].Kind, claimed[i].Namespace, claimed[i].Name)
 			}
 		}
-		return fmt.Sprintf("%d objects converged: uids, resourceVersions, fields, images, annotations and %s ownership", len(claimed), evidence.FieldManager), nil
+		return fmt.Sprintf("%d objects converged: uids, resourceVersions, fields, images, annotations and %s ownership; %d namespace(s) outside the manifest active",
+			len(claimed), evidence.FieldManager, len(nss)), nil
 	})
 }

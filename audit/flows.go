@@ -10,7 +10,9 @@ import (
 
 var (
 	preflightSteps = []string{evidence.StepIdentity, evidence.StepDryRun}
-	receiptSteps   = []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepIdentityFinal}
+	// The namespace read is optional here: a receipt holds it exactly when the objects live in a
+	// namespace the manifest does not hold, which convergenceCheck binds (namespaceRead).
+	receiptSteps = []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}
 )
 
 // preflightRun is the run view of a preflight report.

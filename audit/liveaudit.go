@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 
@@ -24,7 +25,14 @@ const (
 	CodeLiveReceipt refuse.Code = "AUDIT_LIVE_RECEIPT"
 )
 
-var liveAuditSteps = []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepIdentityFinal}
+// liveAuditSteps are the execs of a live audit under its rules: the namespace read (optional, as
+// in a receipt) only under evidence.LiveJudgeNamespaces.
+func liveAuditSteps(judge string) []string {
+	if judge == evidence.LiveJudgeNamespaces {
+		return []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}
+	}
+	return []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepIdentityFinal}
+}
 
 // liveAudit audits a live-audit report: its command and receipt, its inputs, the three kubectl
 // runs, the identity reads, and every verdict re-derived from the stored convergence read.
@@ -44,7 +52,7 @@ func (a *auditor) liveAudit(root evidence.Descriptor) {
 	}
 	r := &run{command: la.Command, target: la.Target, kubeconfig: la.Kubeconfig, manifest: la.Manifest,
 		lockReport: la.LockReport, lock: la.Lock, clusterUID: la.ClusterUID, fieldManager: la.FieldManager,
-		execs: la.Execs, steps: liveAuditSteps,
+		execs: la.Execs, steps: expectedSteps(liveAuditSteps(la.Judge), la.Execs),
 		inputs: evidence.Inputs{CommandFile: la.Inputs.CommandFile, Kubeconfig: la.Inputs.Kubeconfig, Kubectl: la.Inputs.Kubectl}}
 	if !a.liveCommandCheck(r, &la) {
 		return
@@ -169,7 +177,7 @@ func (a *auditor) liveExecs(r *run) []execRun {
 	var runs []execRun
 	ok := a.check("execs", func() (string, error) {
 		if len(r.execs) != len(r.steps) {
-			return "", refuse.New(CodeExecSequence, "%d exec records where the steps identity, convergence, identity-final are required", len(r.execs))
+			return "", refuse.New(CodeExecSequence, "%d exec records where the steps %s are required", len(r.execs), strings.Join(r.steps, ", "))
 		}
 		for i, d := range r.execs {
 			er, err := a.execRecord(r, d, r.steps[i], i)
@@ -184,7 +192,7 @@ func (a *auditor) liveExecs(r *run) []execRun {
 			}
 			runs = append(runs, er)
 		}
-		return "identity, convergence, identity-final: pinned kubectl, fixed argv and environment, stdin the receipt's manifest, byte counts bound", nil
+		return strings.Join(r.steps, ", ") + ": pinned kubectl, fixed argv and environment, stdin the receipt's manifest, byte counts bound", nil
 	})
 	if !ok {
 		return nil
@@ -204,6 +212,13 @@ func (a *auditor) liveVerdictsCheck(r *run, runs []execRun, la *evidence.LiveAud
 		fs, err := convergence.JudgeLiveRules(la.Judge, r.lockResult, rc.Objects, int(read.rec.ExitCode), read.stdout, int(read.rec.StderrBytes))
 		if err != nil {
 			return "", err
+		}
+		if la.Judge == evidence.LiveJudgeNamespaces {
+			nss, err := namespaceRead(r, convergence.FoundObjects(fs), runs)
+			if err != nil {
+				return "", err
+			}
+			convergence.JudgeNamespaces(fs, nss)
 		}
 		want := convergence.Verdicts(fs, rc.Objects)
 		if added := convergence.Additions(fs); !slices.Equal(added, la.Added) {

@@ -2,6 +2,7 @@ package ceremony
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -131,6 +132,10 @@ func apply(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.
 			objects, err = s.converge(ctx)
 			return partial(err)
 		}},
+		{"namespace read", func() error {
+			_, err := s.namespaceRead(ctx, objects)
+			return partial(err)
+		}},
 		{"final identity read", func() error {
 			s.startEndHash()
 			return partial(s.identity(ctx, evidence.StepIdentityFinal))
@@ -156,6 +161,9 @@ func apply(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.
 func partial(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.As(err, new(skipped)) {
+		return err // a step that did not run is no refusal
 	}
 	if r, ok := refuse.As(err); ok {
 		switch {
@@ -237,6 +245,35 @@ func (s *session) converge(ctx context.Context) ([]evidence.LiveObject, error) {
 		return nil, err
 	}
 	return out.Objects, nil
+}
+
+// namespaceRead reads the namespaces the applied objects live in and the manifest does not hold
+// (convergence.OutsideNamespaces), and judges them: an object in a Terminating namespace has not
+// converged to anything lasting. It returns a skipped step when there are none to read, and the
+// namespaces read otherwise.
+func (s *session) namespaceRead(ctx context.Context, live []evidence.LiveObject) ([]convergence.Namespace, error) {
+	names, err := convergence.OutsideNamespaces(s.lock.Objects, live)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, skipped{"the objects live in no namespace the manifest does not hold"}
+	}
+	r, err := s.run(ctx, evidence.StepNamespaces, nil, names...)
+	if err != nil {
+		return nil, err
+	}
+	if r.ExitCode != 0 {
+		if c := kubeout.Classify(r.Stderr); c.Code != "" {
+			return nil, c.Refusal(evidence.StepNamespaces, r.ExitCode, s.lastStderr)
+		}
+		return nil, refuse.New(convergence.CodeNamespaceRead, "namespace read exited %d (%d bytes of stderr stored; %s)", r.ExitCode, len(r.Stderr), kubeout.StoreRef(s.lastStderr))
+	}
+	nss, err := convergence.ReadNamespaces(names, r.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	return nss, convergence.CheckNamespaces(nss)
 }
 
 func (s *session) publishReceipt(pre, intent evidence.Descriptor, recovered bool, objects []evidence.LiveObject) (evidence.Descriptor, error) {

@@ -84,7 +84,7 @@ func TestCeremonyHappyPathAndOfflineRerun(t *testing.T) {
 		t.Fatalf("receipt index: %v %v %v", d, ok, err)
 	}
 	r := readReceipt(t, st, d)
-	if len(r.Objects) != 6 || len(r.Execs) != 5 || r.CrossResourceAtomicity || !r.KubernetesMutation || r.ClusterUID != cluster.KubeSystemUID {
+	if len(r.Objects) != 6 || len(r.Execs) != 6 || r.CrossResourceAtomicity || !r.KubernetesMutation || r.ClusterUID != cluster.KubeSystemUID {
 		t.Fatalf("receipt: %d objects, %d execs, %+v", len(r.Objects), len(r.Execs), r)
 	}
 	for _, o := range r.Objects {

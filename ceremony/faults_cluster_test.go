@@ -35,8 +35,8 @@ type faultCommand struct {
 
 var faultCommands = []faultCommand{
 	{evidence.CommandPreflight, []string{evidence.StepIdentity, evidence.StepDryRun}},
-	{evidence.CommandApply, []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepIdentityFinal}},
-	{evidence.CommandLiveAudit, []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepIdentityFinal}},
+	{evidence.CommandApply, []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
+	{evidence.CommandLiveAudit, []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
 }
 
 // faultKind is one fault the cluster produces on its own: inject it, undo it, and the code a
@@ -205,7 +205,7 @@ func (r *faultRun) wantDone(command string, o faultOutcome, uid string, recovere
 	default:
 		var la evidence.LiveAudit
 		r.record(o.live.Report, evidence.MediaTypeLiveAudit, &la)
-		if !o.live.OK || o.live.Converged != 6 || !la.Converged || la.ClusterUID != uid || len(la.Execs) != 3 {
+		if !o.live.OK || o.live.Converged != 6 || !la.Converged || la.ClusterUID != uid || len(la.Execs) != 4 {
 			t.Fatalf("live audit %+v (report converged %v, cluster uid %s, %d execs) on %s", o.live, la.Converged, la.ClusterUID, len(la.Execs), uid)
 		}
 		r.wantCounts("the live audit", 0, 0, 1, 0)

@@ -48,6 +48,7 @@ func TestCeremonyKillAtEveryStep(t *testing.T) {
 		{evidence.CommandApply, "before:" + evidence.StepApply, true}, // intent written, nothing mutated
 		{evidence.CommandApply, "after:" + evidence.StepApply, true},
 		{evidence.CommandApply, "after:" + evidence.StepConvergence, true},
+		{evidence.CommandApply, "after:" + evidence.StepNamespaces, true},
 		{evidence.CommandApply, "before:" + evidence.StepIdentityFinal, true},
 		{evidence.CommandApply, "after:" + evidence.StepIdentityFinal, true},
 	}

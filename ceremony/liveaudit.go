@@ -202,6 +202,7 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 		err      error
 	}
 	judgeCh := make(chan judged, 1) // buffered: a run refused before it is read leaves no goroutine behind
+	var judgment judged
 	steps := []step{
 		// OpenExecutable hashes kubectl in full (the start-of-run full hash, about 50 ms) on the
 		// other core while the receipt is loaded, its lock verified and the inputs stored.
@@ -256,19 +257,32 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 			// identity read. Its findings are used only once the end re-verification passed.
 			go func() {
 				var j judged
-				j.findings, j.err = convergence.JudgeLiveRules(evidence.LiveJudgeAdditions, s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
+				j.findings, j.err = convergence.JudgeLiveRules(evidence.LiveJudgeNamespaces, s.lock, rc.Objects, conv.exit, conv.stdout, conv.stderrBytes)
 				judgeCh <- j
 			}()
 			return nil
+		}},
+		{"namespace read", func() error {
+			// The namespaces to read are those the read found objects in: the judge's findings.
+			// A read the judge refused is refused after the end re-verification, as before.
+			judgment = <-judgeCh
+			if judgment.err != nil {
+				return skipped{"the convergence read could not be judged"}
+			}
+			nss, err := s.namespaceRead(ctx, convergence.FoundObjects(judgment.findings))
+			if err == nil || refuse.CodeOf(err) == convergence.CodeNamespaceTerminating {
+				convergence.JudgeNamespaces(judgment.findings, nss)
+				return nil
+			}
+			return err
 		}},
 		{"final identity read", func() error { return s.identity(ctx, evidence.StepIdentityFinal) }},
 		{"re-verify inputs, judge every object", func() error {
 			if err := s.reverifyEnd(); err != nil {
 				return err
 			}
-			j := <-judgeCh
-			findings = j.findings
-			return j.err
+			findings = judgment.findings
+			return judgment.err
 		}},
 		{"publish live-audit report", func() error {
 			d, err := s.publishLiveAudit(rcDesc, &rc, inputs, findings)
@@ -466,7 +480,7 @@ func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Rece
 		Schema: evidence.SchemaLiveAudit, Command: s.cmdDesc, Receipt: rcDesc, Target: s.pc.Target, Inputs: in,
 		Kubeconfig: s.kcDesc, Manifest: rc.Manifest, LockReport: rc.LockReport, Lock: rc.Lock,
 		KubectlDigest: s.pc.Command.Kubectl.Digest, ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager,
-		Execs: s.execs, Verdicts: vs, Judge: evidence.LiveJudgeAdditions, Added: convergence.Additions(fs), Converged: converged, NetworkAccess: true, KubernetesMutation: false,
+		Execs: s.execs, Verdicts: vs, Judge: evidence.LiveJudgeNamespaces, Added: convergence.Additions(fs), Converged: converged, NetworkAccess: true, KubernetesMutation: false,
 		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()),
 	}
 	d, err := s.putRecord(evidence.MediaTypeLiveAudit, rec)

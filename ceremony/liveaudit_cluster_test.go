@@ -96,7 +96,7 @@ func TestLiveAuditConverged(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 		la := b.liveReport(res.Report)
-		if !la.Converged || !la.NetworkAccess || la.KubernetesMutation || la.Receipt.Digest != rc.Receipt || len(la.Execs) != 3 || len(la.Verdicts) != 6 {
+		if !la.Converged || !la.NetworkAccess || la.KubernetesMutation || la.Receipt.Digest != rc.Receipt || len(la.Execs) != 4 || len(la.Verdicts) != 6 {
 			t.Fatalf("report %+v", la)
 		}
 		b.wantAudited(res.Report)

@@ -317,12 +317,12 @@ func (s *session) reverifyEnd() error {
 
 // run re-verifies the inputs, runs one kubectl step, records it (even when it failed) and
 // returns its result. A non-zero exit is the caller's to judge.
-func (s *session) run(ctx context.Context, step string, stdin []byte) (*kubectl.Result, error) {
+func (s *session) run(ctx context.Context, step string, stdin []byte, names ...string) (*kubectl.Result, error) {
 	if err := s.reverify(); err != nil {
 		return nil, err
 	}
 	runHook(step)
-	res, err := s.runner.Run(ctx, step, stdin)
+	res, err := s.runner.Run(ctx, step, stdin, names...)
 	if res != nil {
 		if rerr := s.record(res, stdin != nil); rerr != nil {
 			return nil, rerr

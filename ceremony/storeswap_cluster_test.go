@@ -66,6 +66,7 @@ func TestCeremonyStoreSwappedDuringEveryStep(t *testing.T) {
 		{evidence.CommandApply, evidence.StepDryRun, false, false},
 		{evidence.CommandApply, evidence.StepApply, false, true},
 		{evidence.CommandApply, evidence.StepConvergence, false, true},
+		{evidence.CommandApply, evidence.StepNamespaces, false, true},
 		{evidence.CommandApply, evidence.StepIdentityFinal, false, true},
 		{evidence.CommandApply, evidence.StepIdentityFinal, true, true},
 	}

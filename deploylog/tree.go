@@ -152,3 +152,41 @@ func FullTilesCompletedBy(n int64) [][2]int64 {
 	}
 	return out
 }
+
+// PartialTileHashes returns the first width hashes of tile (level, index) (C2SP tlog-tiles'
+// partial tile `.p/width`): the stored hashes at tree level level*TileHeight from index*TileWidth.
+func (t *Tree) PartialTileHashes(level int, index int64, width int) ([]byte, error) {
+	if width < 1 || width >= TileWidth {
+		return nil, refuse.New(CodeInclusion, "a partial tile has 1 to %d hashes, not %d", TileWidth-1, width)
+	}
+	out := make([]byte, 0, width*tlog.HashSize)
+	for j := int64(0); j < int64(width); j++ {
+		h, err := t.Hash(level*TileHeight, index*TileWidth+j)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h[:]...)
+	}
+	return out, nil
+}
+
+// PartialTile names one partial tile: its level, index and width (1 to TileWidth-1 hashes).
+type PartialTile struct {
+	Level, Index int64
+	Width        int
+}
+
+// PartialTilesAt returns the partial tiles of a tree of n leaves (its right edge), lowest level
+// first: at each tile level L, the hashes of tree level 8·L past the last full tile, when there
+// are any. A log that keeps these for a checkpoint's size proves against that checkpoint from
+// O(log n) tiles (C2SP tlog-tiles).
+func PartialTilesAt(n int64) []PartialTile {
+	var out []PartialTile
+	for level := int64(0); level*TileHeight < 63 && n>>(level*TileHeight) > 0; level++ {
+		c := n >> (level * TileHeight) // complete hashes at tree level 8·level
+		if w := int(c % TileWidth); w > 0 {
+			out = append(out, PartialTile{Level: level, Index: c / TileWidth, Width: w})
+		}
+	}
+	return out
+}

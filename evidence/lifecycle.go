@@ -33,7 +33,7 @@ const (
 	VerdictRecreated         = "recreated"          // the object's uid is not the receipt's
 	VerdictImageDiffers      = "image-differs"      // an image authority does not run the lock's image
 	VerdictAnnotationDiffers = "annotation-differs" // a release annotation is not the lock's value
-	VerdictUnreadable        = "unreadable"         // the live object has no usable uid, resourceVersion or managedFields, or is being deleted
+	VerdictUnreadable        = "unreadable"         // the live object has no usable uid, resourceVersion or managedFields, or is being deleted (itself or its namespace)
 	VerdictAddedByOther      = "added-by-other"     // a field the release does not set is owned by another manager (LiveJudgeAdditions)
 )
 
@@ -41,6 +41,12 @@ const (
 // release sets, every field, label and annotation another manager added is drift. A report
 // without a judge member was judged by the earlier rules, and is re-judged by them.
 const LiveJudgeAdditions = "ql3-live-judge@2"
+
+// LiveJudgeNamespaces names the rules since the namespace read (issue 22): LiveJudgeAdditions,
+// and an object found in a namespace that is being deleted is not converged (unreadable,
+// CONVERGENCE_NAMESPACE_TERMINATING). Its execs are identity, convergence, the namespace read
+// when the objects found live in a namespace the manifest does not hold, and identity-final.
+const LiveJudgeNamespaces = "ql3-live-judge@3"
 
 // LiveAddition is one field of a live object that another manager added (LiveJudgeAdditions).
 type LiveAddition struct {

@@ -171,6 +171,7 @@ const (
 	StepDryRun        = "dry-run"
 	StepApply         = "apply"
 	StepConvergence   = "convergence"
+	StepNamespaces    = "namespaces" // the namespaces the objects live in and the manifest does not hold
 	StepIdentityFinal = "identity-final"
 )
 

@@ -45,7 +45,7 @@ done
 # Every cell of the grid ran and passed once: 4 kinds x 20 positions, and the 2 transient cases.
 cells=$(cat "$out"/shard-*.log | grep -cE -- '--- PASS: TestCeremonyRealFaults/[^ ]+/(before|after):' || true)
 transient=$(cat "$out"/shard-*.log | grep -cE -- '--- PASS: TestCeremonyRealFaults/api-server-stopped-during-convergence/[^ ]+ ' || true)
-echo "== the grid: $cells of 80 cells and $transient of 2 transient cases passed in $(($(date +%s) - start)) s (logs: $out)"
-if [[ $failed != 0 || $cells != 80 || $transient != 2 ]]; then
+echo "== the grid: $cells of 96 cells and $transient of 2 transient cases passed in $(($(date +%s) - start)) s (logs: $out)"
+if [[ $failed != 0 || $cells != 96 || $transient != 2 ]]; then
 	exit 1
 fi

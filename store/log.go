@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -65,6 +66,12 @@ func tileName(level, n int64) string {
 	return strconv.FormatInt(level, 10) + "-" + pad20(n)
 }
 func checkpointName(n int64) string { return pad20(n) }
+
+// partialTileName is the file of partial tile (level, n) of width w: "<level>-<n, 20 digits>.p.<w>"
+// (C2SP tlog-tiles' tile/<level>/<n>.p/<w>).
+func partialTileName(level, n int64, w int) string {
+	return tileName(level, n) + ".p." + strconv.Itoa(w)
+}
 
 // pad20 is the zero-padded 20-digit decimal of n: names sort in numeric order.
 func pad20(n int64) string {
@@ -450,17 +457,27 @@ func (s *Store) writeTiles(l *logDirs, n int64) error {
 }
 
 // logReader reads the stored hashes of a log of n leaves (a tlog.HashReader): from the full
-// tiles where they are, from the leaves and lower tiles otherwise (the right edge, or a tile a
-// crash did not let be written).
+// tiles where they are, from the partial tiles kept for the sizes in partial (the sizes of
+// signed checkpoints: `log sign` writes their right edge), and from the leaves and lower tiles
+// otherwise (a right edge not kept, or a tile a crash did not let be written).
 type logReader struct {
-	s     *Store
-	l     *logDirs
-	n     int64
-	tiles map[[2]int64][]byte // nil: not stored
+	s       *Store
+	l       *logDirs
+	n       int64
+	partial []int64             // sizes whose partial tiles may be read, largest first
+	tiles   map[[3]int64][]byte // (level, index, width; 0 for a full tile): nil when not stored
 }
 
-func newLogReader(s *Store, l *logDirs, n int64) *logReader {
-	return &logReader{s: s, l: l, n: n, tiles: map[[2]int64][]byte{}}
+func newLogReader(s *Store, l *logDirs, n int64, partial ...int64) *logReader {
+	var ps []int64
+	for _, p := range partial {
+		if p > 0 && p <= n {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	slices.Reverse(ps)
+	return &logReader{s: s, l: l, n: n, partial: ps, tiles: map[[3]int64][]byte{}}
 }
 
 func (r *logReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
@@ -476,41 +493,61 @@ func (r *logReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	return out, nil
 }
 
-func (r *logReader) tile(level, n int64) ([]byte, error) {
-	k := [2]int64{level, n}
+// tile reads tile (level, n) of width w (0: full) once; nil when it is not stored.
+func (r *logReader) tile(level, n int64, w int) ([]byte, error) {
+	k := [3]int64{level, n, int64(w)}
 	if t, ok := r.tiles[k]; ok {
 		return t, nil
 	}
-	// Only a full tile of this tree is ever stored.
-	span := int64(deploylog.TileWidth)
-	for i := int64(0); i < level; i++ {
-		span *= deploylog.TileWidth
+	name, want := tileName(level, n), tileBytes
+	if w > 0 {
+		name, want = partialTileName(level, n, w), w*tlog.HashSize
 	}
-	if (n+1)*span > r.n {
-		r.tiles[k] = nil
-		return nil, nil
-	}
-	b, err := readLogFile(r.l.tiles.fd, tileName(level, n), tilesRel+"/"+tileName(level, n), tileBytes)
+	b, err := readLogFile(r.l.tiles.fd, name, tilesRel+"/"+name, int64(want))
 	if refuse.CodeOf(err) == CodeObjectNotFound {
 		b, err = nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if b != nil && len(b) != tileBytes {
-		return nil, refuse.New(CodeLogFile, "tile %s has %d bytes, want %d", tileName(level, n), len(b), tileBytes)
+	if b != nil && len(b) != want {
+		return nil, refuse.New(CodeLogFile, "tile %s has %d bytes, want %d", name, len(b), want)
 	}
 	r.tiles[k] = b
 	return b, nil
 }
 
+// stored is the hash at tree level 8·tl, index i from a stored tile, when one holds it: the full
+// tile, else a partial tile kept for one of r.partial that covers i.
+func (r *logReader) stored(tl, i int64) ([]byte, error) {
+	n, j := i/deploylog.TileWidth, i%deploylog.TileWidth
+	if (n+1)*deploylog.TileWidth <= r.n>>(tl*deploylog.TileHeight) {
+		t, err := r.tile(tl, n, 0)
+		if t != nil || err != nil {
+			return t, err
+		}
+	}
+	for _, p := range r.partial {
+		c := p >> (tl * deploylog.TileHeight)
+		w := c % deploylog.TileWidth
+		if c/deploylog.TileWidth != n || j >= w {
+			continue
+		}
+		t, err := r.tile(tl, n, int(w))
+		if t != nil || err != nil {
+			return t, err
+		}
+	}
+	return nil, nil
+}
+
 // hash is the hash of the complete subtree at tree level level, index n.
 func (r *logReader) hash(level int, n int64) (tlog.Hash, error) {
-	if (n+1)<<level > r.n || level > 62 {
+	if level > 62 || (n+1)<<level > r.n {
 		return tlog.Hash{}, refuse.New(deploylog.CodeInclusion, "no complete subtree %d/%d in a log of %d", level, n, r.n)
 	}
 	if level%deploylog.TileHeight == 0 {
-		t, err := r.tile(int64(level/deploylog.TileHeight), n/deploylog.TileWidth)
+		t, err := r.stored(int64(level/deploylog.TileHeight), n)
 		if err != nil {
 			return tlog.Hash{}, err
 		}
@@ -536,6 +573,42 @@ func (r *logReader) hash(level int, n int64) (tlog.Hash, error) {
 		return tlog.Hash{}, err
 	}
 	return tlog.NodeHash(a, b), nil
+}
+
+// writePartialTiles keeps the right edge of the tree of n leaves (its partial tiles, C2SP
+// tlog-tiles `.p/W`), each a new immutable file, computed by r (which must not read the partial
+// tiles of size n itself). An existing one must hold the same hashes (LOG_TILE_MISMATCH): a
+// signer never vouches for a tree its stored tiles contradict.
+func (s *Store) writePartialTiles(l *logDirs, r *logReader, n int64) error {
+	for _, pt := range deploylog.PartialTilesAt(n) {
+		data := make([]byte, 0, pt.Width*tlog.HashSize)
+		for j := int64(0); j < int64(pt.Width); j++ {
+			h, err := r.hash(int(pt.Level)*deploylog.TileHeight, pt.Index*deploylog.TileWidth+j)
+			if err != nil {
+				return err
+			}
+			data = append(data, h[:]...)
+		}
+		name := partialTileName(pt.Level, pt.Index, pt.Width)
+		hook("partial")
+		err := s.commitAt(l.tiles.fd, tilesRel, name, data)
+		if errors.Is(err, errExists) {
+			old, rerr := readLogFile(l.tiles.fd, name, tilesRel+"/"+name, int64(len(data)))
+			if rerr != nil {
+				return rerr
+			}
+			if string(old) != string(data) {
+				return refuse.New(CodeLogTileMismatch, "%s/%s differs from the hashes of the log's leaves", tilesRel, name).
+					WithHint("run ql3 log verify: the log's tiles were changed")
+			}
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+		r.tiles[[3]int64{pt.Level, pt.Index, int64(pt.Width)}] = data
+	}
+	return nil
 }
 
 var _ tlog.HashReader = (*logReader)(nil)
@@ -604,14 +677,14 @@ func (s *Store) SignCheckpoint(signer note.Signer) ([]byte, deploylog.Checkpoint
 	if err != nil {
 		return nil, deploylog.Checkpoint{}, err
 	}
-	r := newLogReader(s, l, n)
-	root, err := tlog.TreeHash(n, r)
+	// The previous checkpoint's right edge (its partial tiles) and the full tiles give every
+	// hash but the few leaves appended since: signing reads O(log n) tiles.
+	prev, hasPrev, err := s.lastCheckpoint(l)
 	if err != nil {
 		return nil, deploylog.Checkpoint{}, err
 	}
-	if prev, ok, err := s.lastCheckpoint(l); err != nil {
-		return nil, deploylog.Checkpoint{}, err
-	} else if ok {
+	r := newLogReader(s, l, n, prev.Size)
+	if hasPrev {
 		if prev.Size > n {
 			return nil, deploylog.Checkpoint{}, refuse.New(deploylog.CodeRollback, "the log has %d leaves, a stored checkpoint %d", n, prev.Size)
 		}
@@ -620,11 +693,21 @@ func (s *Store) SignCheckpoint(signer note.Signer) ([]byte, deploylog.Checkpoint
 				WithHint("run ql3 log verify: the log was changed after it was signed")
 		}
 	}
+	// The right edge of this size is kept before its checkpoint, so that every stored
+	// checkpoint's tiles exist (C2SP tlog-tiles) and proofs against it read no leaf.
+	if err := s.writePartialTiles(l, r, n); err != nil {
+		return nil, deploylog.Checkpoint{}, err
+	}
+	root, err := tlog.TreeHash(n, r)
+	if err != nil {
+		return nil, deploylog.Checkpoint{}, err
+	}
 	cp := deploylog.Checkpoint{Origin: l.origin, Size: n, Hash: root}
 	msg, err := deploylog.Sign(cp, signer)
 	if err != nil {
 		return nil, deploylog.Checkpoint{}, err
 	}
+	hook("checkpoint")
 	err = s.commitAt(l.checkpoints.fd, checkpointsRel, checkpointName(n), msg)
 	if errors.Is(err, errExists) {
 		old, rerr := readLogFile(l.checkpoints.fd, checkpointName(n), checkpointsRel+"/"+checkpointName(n), deploylog.MaxNoteSize)

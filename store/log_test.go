@@ -369,6 +369,9 @@ func TestLogAttacks(t *testing.T) {
 			os.Remove(entryPath(s, keys[i]))
 		}
 		os.Remove(filepath.Join(s.Root(), checkpointsRel, checkpointName(300)))
+		for _, pt := range deploylog.PartialTilesAt(300) { // and the right edge kept for it
+			os.Remove(filepath.Join(s.Root(), tilesRel, partialTileName(pt.Level, pt.Index, pt.Width)))
+		}
 		if _, _, err := s.SignCheckpoint(sg); err != nil {
 			t.Fatal(err)
 		}
@@ -448,4 +451,65 @@ func TestLogAttacks(t *testing.T) {
 		os.WriteFile(p, b, 0o400)
 		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogEntryMismatch)
 	})
+}
+
+// TestLogPartialTiles: log sign keeps the right edge of each signed size as immutable partial
+// tiles (C2SP tlog-tiles .p/W), so that proofs against a checkpoint read tiles, not leaves: with
+// the leaves past the last full tile deleted, the consistency proof between two signed sizes is
+// still made and checks against their roots. A partial tile that disagrees with the leaves is
+// LOG_TILE_MISMATCH in log verify, and log sign refuses to sign over it.
+func TestLogPartialTiles(t *testing.T) {
+	s := newLogStore(t)
+	sg, kv := logKey(t, testOrigin)
+	var cps []deploylog.Checkpoint
+	for i := 0; i < 300; i++ {
+		publishIntent(t, s, i)
+		if n := i + 1; n == 1 || n == 255 || n == 256 || n == 270 || n == 300 {
+			_, cp, err := s.SignCheckpoint(sg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cps = append(cps, cp)
+		}
+	}
+	tiles := filepath.Join(s.Root(), tilesRel)
+	for _, name := range []string{"0-00000000000000000000.p.1", "0-00000000000000000000.p.255", "0-00000000000000000000",
+		"0-00000000000000000001.p.14", "0-00000000000000000001.p.44", "1-00000000000000000000.p.1"} {
+		if _, err := os.Stat(filepath.Join(tiles, name)); err != nil {
+			t.Fatalf("tile %s: %v", name, err)
+		}
+	}
+	wantLogOK(t, verifyLog(t, s, LogVerifyOptions{Verifier: kv}))
+
+	// Proofs from tiles alone: the leaves of the right edge are garbage (a leaf read would fail).
+	c := copyStore(t, s.Root())
+	for i := int64(256); i < 300; i++ {
+		p := filepath.Join(c.Root(), leavesRel, leafName(i))
+		chmodW(t, p)
+		if err := os.WriteFile(p, []byte("not a leaf\n"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o400)
+	}
+	p, err := c.ConsistencyProof(270, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deploylog.CheckConsistency(p, cps[3].Tree(), cps[4].Tree()); err != nil {
+		t.Fatal(err)
+	}
+
+	// A partial tile that disagrees with the leaves.
+	bad := filepath.Join(tiles, "0-00000000000000000001.p.44")
+	chmodW(t, bad)
+	b, _ := os.ReadFile(bad)
+	b[0] ^= 1
+	if err := os.WriteFile(bad, b, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(bad, 0o400)
+	wantFinding(t, verifyLog(t, s, LogVerifyOptions{Verifier: kv}), CodeLogTileMismatch)
+	if _, _, err := s.SignCheckpoint(sg); refuse.CodeOf(err) != CodeLogCheckpointStale {
+		t.Fatalf("sign over a changed right edge: %v", err)
+	}
 }

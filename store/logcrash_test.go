@@ -10,13 +10,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 )
 
 // childCrashLog publishes one intent (or runs log init) and dies by SIGKILL at the named step
 // (docs/log.md, "Order of writes"): QL3_LOG_KILL_AT is "leaf", "tiles" or "entry" for an
-// append, "backfill:K" (before the K-th backfilled leaf's rename) or "origin" for log init.
+// append, "partial:K" (before the K-th partial tile's rename) or "checkpoint" for log sign, "backfill:K" (before the K-th backfilled leaf's rename) or "origin" for log init.
 func childCrashLog(root, at string) int {
 	s, err := Open(root)
 	if err != nil {
@@ -32,6 +33,11 @@ func childCrashLog(root, at string) int {
 		if calls++; calls > count {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
+	}
+	if step == "partial" || step == "checkpoint" {
+		sg, _ := logKey(panicTB{}, testOrigin)
+		s.SignCheckpoint(sg)
+		return 4
 	}
 	if step == "backfill" || step == "origin" {
 		s.InitLog(testOrigin)
@@ -169,6 +175,52 @@ func TestCrashMidLogInit(t *testing.T) {
 			wantLogOK(t, r)
 			if r.Size != 261 {
 				t.Fatalf("log of %d leaves", r.Size)
+			}
+		})
+	}
+}
+
+// TestCrashMidSign kills log sign before each partial tile of its size is renamed into place and
+// before its checkpoint note, on a log of 300 leaves signed at 257 (so both the previous right
+// edge and the new one are in play): store verify and log verify accept the store (a partial
+// tile without its checkpoint is a correct cache), the signed size is still 257, and sign run
+// again completes it: the checkpoint of 300 with its right edge, every proof against it checked.
+func TestCrashMidSign(t *testing.T) {
+	base := newLogStore(t)
+	sg, kv := logKey(t, testOrigin)
+	for i := 0; i < 300; i++ {
+		publishIntent(t, base, i)
+		if i == 256 {
+			if _, _, err := base.SignCheckpoint(sg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, at := range []string{"partial:0", "partial:1", "checkpoint"} {
+		t.Run(at, func(t *testing.T) {
+			s := copyStore(t, base.Root())
+			runKilled(t, s.Root(), at)
+			sr, err := s.Verify()
+			if err != nil || !sr.OK() {
+				t.Fatalf("store verify after the crash: %+v %v", sr.Corruption, err)
+			}
+			r := verifyLog(t, s, LogVerifyOptions{Verifier: kv})
+			wantLogOK(t, r)
+			if r.SignedSize != 257 {
+				t.Fatalf("signed size %d after a crashed sign", r.SignedSize)
+			}
+			if _, _, err := s.SignCheckpoint(sg); err != nil {
+				t.Fatal(err)
+			}
+			r = verifyLog(t, s, LogVerifyOptions{Verifier: kv})
+			wantLogOK(t, r)
+			if r.SignedSize != 300 || codes(r.Hints)[CodeLogTileMissing] != 0 {
+				t.Fatalf("after the rerun: signed %d, hints %+v", r.SignedSize, r.Hints)
+			}
+			for _, pt := range deploylog.PartialTilesAt(300) {
+				if _, err := os.Stat(filepath.Join(s.Root(), tilesRel, partialTileName(pt.Level, pt.Index, pt.Width))); err != nil {
+					t.Fatalf("the right edge of 300: %v", err)
+				}
 			}
 		})
 	}

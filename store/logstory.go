@@ -24,7 +24,7 @@ type LogStory struct {
 // with any error is refused with the first error's code, so a story is never told from a log
 // that does not verify. LOG_NOT_INITIALIZED without a log. Nothing is written.
 func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) {
-	r, err := s.VerifyLog(LogVerifyOptions{Verifier: v})
+	r, leaves, err := s.verifyLog(LogVerifyOptions{Verifier: v})
 	if err != nil {
 		return nil, err
 	}
@@ -44,14 +44,8 @@ func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) 
 		return nil, err
 	}
 	defer release()
-	// Only the first r.Size leaves: a publication appended since VerifyLog is not in this story.
-	for i := int64(0); i < r.Size; i++ {
-		leaf, _, err := s.readLeaf(l, i)
-		if err != nil {
-			return nil, err
-		}
-		ls.Leaves = append(ls.Leaves, leaf)
-	}
+	// The leaves VerifyLog read and judged: a publication appended since is not in this story.
+	ls.Leaves = leaves[:r.Size]
 	if ls.Checkpoint > 0 {
 		d, ok, err := openCosignatures(l)
 		if err != nil {

@@ -113,9 +113,16 @@ type LogVerifyOptions struct {
 // Since; every leaf's index entry names its record and the record is intact, every index entry
 // has exactly one leaf. Nothing is written.
 func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
+	r, _, err := s.verifyLog(o)
+	return r, err
+}
+
+// verifyLog is VerifyLog returning also the parsed leaves it read (the first r.Size of them are
+// the verified log's), so that a reader of the story does not read every leaf twice.
+func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, error) {
 	l, release, err := s.holdLog()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer release()
 	r := &LogReport{Origin: l.origin, SignaturesChecked: o.Verifier != nil, Checkpoints: []LogCheckpoint{},
@@ -124,7 +131,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 	// Leaves.
 	names, err := listDir(l.leaves.fd, leavesRel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	present := map[int64]bool{}
 	var last int64 = -1
@@ -163,7 +170,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 			break
 		}
 		if err := tree.Append(b); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		leaf, err := deploylog.ParseLeaf(b)
 		leaves, parsed = append(leaves, leaf), append(parsed, err == nil)
@@ -174,7 +181,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 	r.Size = n
 	root, err := tree.Root(n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.Root = base64.StdEncoding.EncodeToString(root[:])
 
@@ -194,7 +201,7 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 		r.hint(CodeLogUnsignedTail, r.SignedSize, leavesRel, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
 			r.SignedSize, r.Size-1)
 	}
-	return r, nil
+	return r, leaves, nil
 }
 
 func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
@@ -206,20 +213,34 @@ func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 	have := map[string]bool{}
 	for _, name := range names {
 		rel := tilesRel + "/" + name
-		ls, ns, ok := strings.Cut(name, "-")
+		ls, rest, ok := strings.Cut(name, "-")
+		ns, ws, partial := strings.Cut(rest, ".p.")
 		level, lerr := strconv.ParseInt(ls, 10, 64)
 		idx, iok := parseName(ns)
+		w, werr := strconv.Atoi(ws)
+		if partial && (werr != nil || w < 1 || w >= deploylog.TileWidth || strconv.Itoa(w) != ws) {
+			ok = false
+		}
 		if !ok || lerr != nil || !iok || strconv.FormatInt(level, 10) != ls || level < 0 || level > 6 {
 			r.bad(CodeLogFile, -1, rel, "stray file in %s", tilesRel)
 			continue
 		}
 		have[name] = true
-		b, err := readLogFile(l.tiles.fd, name, rel, tileBytes)
+		size := int64(tileBytes)
+		if partial {
+			size = int64(w) * tlog.HashSize
+		}
+		b, err := readLogFile(l.tiles.fd, name, rel, size)
 		if err != nil {
 			r.badErr(-1, rel, err)
 			continue
 		}
-		want, err := tree.TileHashes(int(level), idx)
+		var want []byte
+		if partial {
+			want, err = tree.PartialTileHashes(int(level), idx, w)
+		} else {
+			want, err = tree.TileHashes(int(level), idx)
+		}
 		if err != nil {
 			r.bad(CodeLogTileMismatch, -1, rel, "tile %d/%d lies beyond the log's %d leaves", level, idx, tree.Size())
 			continue
@@ -535,7 +556,7 @@ func (s *Store) proveLeaf(l *logDirs, idx int64, raw []byte, v deploylog.Checkpo
 				continue
 			}
 		}
-		hs, err := deploylog.ProveInclusion(idx, size, newLogReader(s, l, size))
+		hs, err := deploylog.ProveInclusion(idx, size, newLogReader(s, l, size, size))
 		if err != nil {
 			return deploylog.Proof{}, err
 		}
@@ -589,7 +610,7 @@ func (s *Store) ConsistencyProof(m, n int64) (tlog.TreeProof, error) {
 	if n > size {
 		return nil, refuse.New(deploylog.CodeRollback, "the log has %d leaves, not %d", size, n)
 	}
-	return deploylog.ProveConsistency(m, n, newLogReader(s, l, n))
+	return deploylog.ProveConsistency(m, n, newLogReader(s, l, n, n, m))
 }
 
 // parallel runs f(0..n-1) on a few goroutines.

@@ -9,6 +9,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -21,11 +23,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/ocitest"
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
+	"github.com/qinglong/ql3/internal/testbed/witnesstest"
+	"github.com/qinglong/ql3/ociartifact"
+	"github.com/qinglong/ql3/store"
 )
 
 // TestScripts pins the exact stdout, stderr and exit status of every command, in text and in json,
@@ -41,6 +47,8 @@ func TestScripts(t *testing.T) {
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("REPO", repo)
 			e.Setenv("QL3_STORE", "")
+			// The script's own secrets (secret-file, witness-env), scanned as the shared ones.
+			e.Values[scriptSecretsKey{}] = &secretList{}
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
@@ -48,6 +56,11 @@ func TestScripts(t *testing.T) {
 			case "cluster":
 				_, err := testcluster.FindTools()
 				return err == nil || os.Getenv("CI") == "true", nil
+			case "witness":
+				// Without QL3_TOOL_LITEWITNESS the witness scripts are skipped, except under
+				// CI=true, where witness-env builds the tool or fails.
+				_, err := witnesstest.FindTool()
+				return !errors.Is(err, witnesstest.ErrNoTool), nil
 			case "registry":
 				// Without QL3_TOOL_REGISTRY the registry scripts are skipped, except under CI=true,
 				// where registry-env then builds the tool or fails.
@@ -66,6 +79,10 @@ func TestScripts(t *testing.T) {
 			"gen-key":      cmdGenKey,
 			"replace":      cmdReplace,
 			"run-printed":  cmdRunPrinted,
+			"witness-env":  cmdWitnessEnv,
+			"secret-file":  cmdSecretFile,
+			"no-secrets":   cmdNoSecrets,
+			"rm-closure":   cmdRmClosure,
 		},
 	})
 }
@@ -208,16 +225,157 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
 	// Every output of every command, refusals included, is scanned for the cluster's and the
-	// registry's credentials.
-	secrets := scriptSecrets.list()
+	// registry's credentials, and the script's own secrets (its log key, its witness's key).
 	for _, stream := range []string{"stdout", "stderr"} {
-		out := []byte(ts.ReadFile(stream))
-		for _, secret := range secrets {
-			if len(secret) > 0 && bytes.Contains(out, secret) {
-				ts.Fatalf("%s of %s holds a credential of the cluster or the registry", stream, strings.Join(args[1:], " "))
+		if what := holdsSecret(ts, []byte(ts.ReadFile(stream))); what != "" {
+			ts.Fatalf("%s of %s holds %s", stream, strings.Join(args[1:], " "), what)
+		}
+	}
+}
+
+// holdsSecret names the kind of secret b holds ("" when none): a credential of the cluster or
+// the registry, or one of the script's own secrets.
+func holdsSecret(ts *testscript.TestScript, b []byte) string {
+	for what, l := range map[string]*secretList{
+		"a credential of the cluster or the registry":       &scriptSecrets,
+		"a secret of the script (secret-file, witness-env)": ts.Value(scriptSecretsKey{}).(*secretList),
+	} {
+		for _, secret := range l.list() {
+			if len(secret) > 0 && bytes.Contains(b, secret) {
+				return what
 			}
 		}
 	}
+	return ""
+}
+
+// scriptSecretsKey keys the script's own secretList in its testscript values.
+type scriptSecretsKey struct{}
+
+// cmdSecretFile adds the forms of the private key in FILE to the script's secrets: the file's
+// text, and for a note key (PRIVATE+KEY+name+hash+base64) its base64 and the raw key bytes.
+//
+//	secret-file FILE
+func cmdSecretFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: secret-file FILE")
+	}
+	b, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	text := strings.TrimSpace(string(b))
+	if len(text) < 32 {
+		ts.Fatalf("secret-file: %s holds %d bytes, too few to be a key", args[0], len(text))
+	}
+	secrets := [][]byte{[]byte(text)}
+	// The name holds no '+' and the hash is hex: the key is the fifth field (its base64 may
+	// hold '+').
+	if f := strings.SplitN(text, "+", 5); len(f) == 5 && f[0] == "PRIVATE" && f[1] == "KEY" {
+		enc := f[4]
+		raw, err := base64.StdEncoding.DecodeString(enc)
+		ts.Check(err)
+		// The first byte is the algorithm; the rest is the seed.
+		secrets = append(secrets, []byte(enc), raw, raw[1:], []byte(base64.StdEncoding.EncodeToString(raw[1:])), []byte(hex.EncodeToString(raw[1:])))
+	}
+	ts.Value(scriptSecretsKey{}).(*secretList).add(secrets)
+}
+
+// cmdNoSecrets fails when a regular file below any DIR holds a credential of the cluster or the
+// registry or one of the script's secrets; a DIR with no file to scan fails too.
+//
+//	no-secrets DIR...
+func cmdNoSecrets(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: no-secrets DIR...")
+	}
+	for _, a := range args {
+		files := 0
+		ts.Check(filepath.WalkDir(ts.MkAbs(a), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || !e.Type().IsRegular() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files++
+			if what := holdsSecret(ts, b); what != "" {
+				ts.Fatalf("%s holds %s", p, what)
+			}
+			return nil
+		}))
+		if files == 0 {
+			ts.Fatalf("no-secrets: no file below %s", a)
+		}
+	}
+}
+
+// cmdRmClosure removes from the store at STORE every object of ROOT's closure and every index
+// entry naming one of them, as a copy that left them out would (cp -a of part of a store); the
+// rest of the store, its log included, stays. It prints the removed entries' paths, one a line.
+//
+//	rm-closure STORE ROOT
+func cmdRmClosure(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: rm-closure STORE ROOT")
+	}
+	root := ts.MkAbs(args[0])
+	st, err := store.Open(root)
+	ts.Check(err)
+	c, err := ociartifact.Collect(st, digest.Digest(args[1]), nil)
+	if err != nil {
+		st.Close()
+		ts.Fatalf("rm-closure: closure of %s: %v", args[1], err)
+	}
+	in := map[digest.Digest]bool{}
+	var rm []string
+	for _, d := range c.Closure {
+		in[d.Digest] = true
+		rm = append(rm, "blobs/sha256/"+d.Digest.Encoded())
+	}
+	for _, kind := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts, evidence.IndexLiveAudits} {
+		es, err := st.ListIndex(kind)
+		ts.Check(err)
+		for _, e := range es {
+			if in[e.Descriptor.Digest] {
+				rm = append(rm, "index/"+kind+"/"+e.Key.Encoded())
+			}
+		}
+	}
+	ts.Check(st.Close())
+	var out strings.Builder
+	for _, r := range rm {
+		ts.Check(os.Remove(filepath.Join(root, r)))
+		if strings.HasPrefix(r, "index/") {
+			fmt.Fprintln(&out, r)
+		}
+	}
+	ts.Stdout().Write([]byte(out.String()))
+}
+
+// cmdWitnessEnv starts a real litewitness (witnesstest) for this script, knowing the log ORIGIN
+// under the note verifier key in VKEY, its own key only in an ssh-agent, and sets WITNESS_URL,
+// WITNESS_NAME and WITNESS_VKEY (the path of a file holding its cosignature verifier key). It
+// is stopped when the script ends; its private key is among the script's secrets. A script
+// guards it with [witness].
+//
+//	witness-env NAME ORIGIN VKEY
+func cmdWitnessEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: witness-env NAME ORIGIN VKEY")
+	}
+	bin, err := witnesstest.FindTool()
+	ts.Check(err)
+	vkey, err := os.ReadFile(ts.MkAbs(args[2]))
+	ts.Check(err)
+	w, err := witnesstest.Run(bin, args[0], args[1], strings.TrimSpace(string(vkey)))
+	ts.Check(err)
+	ts.Defer(w.Stop)
+	ts.Value(scriptSecretsKey{}).(*secretList).add(w.Secrets())
+	file := ts.MkAbs("witness.vkey")
+	ts.Check(os.WriteFile(file, []byte(w.VKey+"\n"), 0o644))
+	ts.Setenv("WITNESS_URL", w.URL)
+	ts.Setenv("WITNESS_NAME", w.Name)
+	ts.Setenv("WITNESS_VKEY", file)
 }
 
 // scriptSecrets holds the credentials of the cluster and the registry once either is started:

@@ -1,4 +1,4 @@
-// Package kubectl runs the five kubectl invocations of the ceremony (docs/rationale.md#6-kubectl-invocations) and checks the
+// Package kubectl runs the six kubectl invocations of the ceremony (docs/rationale.md#6-kubectl-invocations) and checks the
 // shape of recorded ones for the offline auditor.
 //
 // Each run gets a fresh private 0700 directory holding a copy of the verified kubeconfig and
@@ -88,12 +88,17 @@ func (r *Runner) validate(step string, stdin []byte) error {
 //
 // The caller re-verifies the executable (ReverifyIdentity) before each run; Run executes
 // whatever the held descriptor holds.
-func (r *Runner) Run(ctx context.Context, step string, stdin []byte) (res *Result, err error) {
+//
+// names are the namespace read's operands (argv.ValidOperands); every other step takes none.
+func (r *Runner) Run(ctx context.Context, step string, stdin []byte, names ...string) (res *Result, err error) {
 	if !argv.Known(step) {
 		return nil, refuse.New(argv.CodeUnknownStep, "unknown kubectl step %s", argv.QuoteShort(step))
 	}
 	if err := r.validate(step, stdin); err != nil {
 		return nil, err
+	}
+	if _, ok := argv.Build("/proc/self/fd/3", step, "/"+argv.DirPrefix+"0", r.Context, names...); !ok {
+		return nil, refuse.New(argv.CodeArgvShape, "step %s: %d operands that do not fit the step", step, len(names))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, ctxRefusal(ctx, step)
@@ -112,7 +117,7 @@ func (r *Runner) Run(ctx context.Context, step string, stdin []byte) (res *Resul
 			}
 		}
 	}()
-	args, _ := argv.Build(r.Exe.ExecPath(), step, dir, r.Context)
+	args, _ := argv.Build(r.Exe.ExecPath(), step, dir, r.Context, names...)
 	env := argv.Environ(dir)
 	// The invocation must pass the auditor's own check; refusing here means no record that the
 	// auditor would reject can ever be made.

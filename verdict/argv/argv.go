@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	// CodeUnknownStep: the step name is not one of the five ceremony steps.
+	// CodeUnknownStep: the step name is not one of the six ceremony steps.
 	CodeUnknownStep refuse.Code = "KUBECTL_UNKNOWN_STEP"
 	// CodeArgvShape: a recorded argv is not exactly the fixed invocation of its step.
 	CodeArgvShape refuse.Code = "KUBECTL_ARGV_SHAPE"
@@ -31,15 +31,69 @@ var stepArgs = map[string][]string{
 	evidence.StepDryRun:        {"apply", "--server-side", "--field-manager=" + evidence.FieldManager, "--dry-run=server", "--validate=strict", "-f=-"},
 	evidence.StepApply:         {"apply", "--server-side", "--field-manager=" + evidence.FieldManager, "--validate=strict", "-f=-"},
 	evidence.StepConvergence:   {"get", "-f=-", "-o=json", "--show-managed-fields=true"},
+	evidence.StepNamespaces:    {"get", "namespace", "-o=json"},
 	evidence.StepIdentityFinal: {"get", "namespace", "kube-system", "-o=json"},
 }
 
-// Steps lists the step names in the order a full apply runs them.
-func Steps() []string {
-	return []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepIdentityFinal}
+// operandAt says where a step's operands go among its fixed arguments: the namespace read names
+// the namespaces it reads (get namespace A B -o=json). Every other step takes none.
+var operandAt = map[string]int{evidence.StepNamespaces: 2}
+
+// MaxOperands bounds the namespaces one read names: far more than a release spans, and a
+// bounded argv (64 bytes a name at most).
+const MaxOperands = 4096
+
+// labelRE is an RFC 1123 DNS label, the form of every namespace name the API server accepts: it
+// starts with a letter or digit, so no operand can ever be read as a flag.
+var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// ValidOperands reports whether names is a list the namespace read may carry: at least one, at
+// most MaxOperands, each a DNS label, strictly ascending (so sorted and without repeats: one list
+// per set of namespaces, the one the auditor re-derives).
+func ValidOperands(names []string) bool {
+	if len(names) == 0 || len(names) > MaxOperands {
+		return false
+	}
+	for i, n := range names {
+		if !labelRE.MatchString(n) || (i > 0 && names[i-1] >= n) {
+			return false
+		}
+	}
+	return true
 }
 
-// StepArgs returns a copy of the fixed arguments of step (after the global flags).
+// argsFor returns the arguments of step with its operands in place, and false when the operands
+// do not fit the step (none for a step that takes none, a valid list for one that does).
+func argsFor(step string, names []string) ([]string, bool) {
+	args, ok := stepArgs[step]
+	if !ok {
+		return nil, false
+	}
+	at, takes := operandAt[step]
+	if !takes {
+		return slices.Clone(args), len(names) == 0
+	}
+	if !ValidOperands(names) {
+		return nil, false
+	}
+	out := append(slices.Clone(args[:at]), names...)
+	return append(out, args[at:]...), true
+}
+
+// TakesOperands reports whether step names operands (the namespace read).
+func TakesOperands(step string) bool {
+	_, ok := operandAt[step]
+	return ok
+}
+
+// Steps lists the step names in the order a full apply runs them. The namespace read runs only
+// when the applied objects live in namespaces the manifest does not hold.
+func Steps() []string {
+	return []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}
+}
+
+// StepArgs returns a copy of the fixed arguments of step (after the global flags), without the
+// operands of the namespace read.
 func StepArgs(step string) ([]string, bool) {
 	a, ok := stepArgs[step]
 	return slices.Clone(a), ok
@@ -92,9 +146,10 @@ func environ(dir string) []string {
 	}
 }
 
-// buildArgv returns the complete argv of step run through execPath in dir with context.
-func buildArgv(execPath, step, dir, context string) ([]string, bool) {
-	args, ok := stepArgs[step]
+// buildArgv returns the complete argv of step run through execPath in dir with context, and the
+// namespace read's operands.
+func buildArgv(execPath, step, dir, context string, names ...string) ([]string, bool) {
+	args, ok := argsFor(step, names)
 	if !ok {
 		return nil, false
 	}
@@ -112,11 +167,21 @@ func checkDir(dir string) bool {
 // CheckInvocation re-derives the shape of a recorded run for the offline auditor: argv[0] is
 // /proc/self/fd/<n>, the three global flags name one private per-run directory and the given
 // context, the step arguments are exactly the fixed ones (so never --force-conflicts and never an
-// extra flag), and env is exactly the environment of that same directory, in order.
+// extra flag), and env is exactly the environment of that same directory, in order. The namespace
+// read's operands must be ValidOperands; which namespaces they must be is the caller's to check
+// (Operands), against the convergence read.
 func CheckInvocation(step, context string, argv, env []string) error {
-	args, ok := stepArgs[step]
+	fixed, ok := stepArgs[step]
 	if !ok {
 		return refuse.New(CodeUnknownStep, "unknown kubectl step %s", quoteShort(step))
+	}
+	var names []string
+	if at, takes := operandAt[step]; takes && len(argv) > 4+len(fixed) {
+		names = argv[4+at : len(argv)-(len(fixed)-at)]
+	}
+	args, ok := argsFor(step, names)
+	if !ok {
+		return refuse.New(CodeArgvShape, "step %s: the operands are not 1 to %d namespace names, each a DNS label, in ascending order", step, MaxOperands)
 	}
 	if context == "" || strings.ContainsRune(context, 0) {
 		return refuse.New(CodeArgvShape, "step %s: the expected context is empty or contains NUL", step)
@@ -166,9 +231,21 @@ func quoteShort(s string) string {
 }
 
 // Build returns the argv of step for the held kubectl execPath, the run directory dir and the
-// context, and whether step is a ceremony step.
-func Build(execPath, step, dir, context string) ([]string, bool) {
-	return buildArgv(execPath, step, dir, context)
+// context (and the namespace read's names), and whether step is a ceremony step with operands
+// that fit it.
+func Build(execPath, step, dir, context string, names ...string) ([]string, bool) {
+	return buildArgv(execPath, step, dir, context, names...)
+}
+
+// Operands returns the namespace names of a recorded namespace read whose argv CheckInvocation
+// accepted (nil for any other step).
+func Operands(step string, argv []string) []string {
+	at, takes := operandAt[step]
+	fixed := stepArgs[step]
+	if !takes || len(argv) <= 4+len(fixed) {
+		return nil
+	}
+	return slices.Clone(argv[4+at : len(argv)-(len(fixed)-at)])
 }
 
 // Environ is the whole environment of a run in dir (docs/rationale.md#6-kubectl-invocations).

@@ -1,6 +1,7 @@
 package argv
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -15,9 +16,16 @@ const (
 	testCtx  = "ql3-admin"
 )
 
+// testNames are the namespace read's operands in the valid invocations.
+var testNames = []string{"qinglong", "team-b"}
+
 func validInvocation(t testing.TB, step string) ([]string, []string) {
 	t.Helper()
-	argv, ok := buildArgv(testExec, step, testDir, testCtx)
+	var names []string
+	if TakesOperands(step) {
+		names = testNames
+	}
+	argv, ok := buildArgv(testExec, step, testDir, testCtx, names...)
 	if !ok {
 		t.Fatalf("no argv for step %s", step)
 	}
@@ -30,9 +38,10 @@ func TestStepTable(t *testing.T) {
 		evidence.StepDryRun:        "apply --server-side --field-manager=qinglong3-catalog-lock --dry-run=server --validate=strict -f=-",
 		evidence.StepApply:         "apply --server-side --field-manager=qinglong3-catalog-lock --validate=strict -f=-",
 		evidence.StepConvergence:   "get -f=- -o=json --show-managed-fields=true",
+		evidence.StepNamespaces:    "get namespace -o=json",
 		evidence.StepIdentityFinal: "get namespace kube-system -o=json",
 	}
-	if got := Steps(); !slices.Equal(got, []string{"identity", "dry-run", "apply", "convergence", "identity-final"}) {
+	if got := Steps(); !slices.Equal(got, []string{"identity", "dry-run", "apply", "convergence", "namespaces", "identity-final"}) {
 		t.Fatalf("Steps() = %q", got)
 	}
 	for _, step := range Steps() {
@@ -78,6 +87,10 @@ func TestCheckInvocationRefusals(t *testing.T) {
 	argvOf := func(step string) []string { a, _ := buildArgv(testExec, step, testDir, testCtx); return a }
 	env := environ(testDir)
 	apply, dry, id := argvOf(evidence.StepApply), argvOf(evidence.StepDryRun), argvOf(evidence.StepIdentity)
+	ns, _ := buildArgv(testExec, evidence.StepNamespaces, testDir, testCtx, testNames...) // ... get namespace qinglong team-b -o=json
+	nsWith := func(names ...string) []string {
+		return append(append(slices.Clone(ns[:6]), names...), "-o=json")
+	}
 	vectors := []struct {
 		name    string      // the deviation
 		step    string      // the recorded step
@@ -132,6 +145,21 @@ func TestCheckInvocationRefusals(t *testing.T) {
 		{"env of another run directory", evidence.StepApply, testCtx, apply, environ(D2), CodeEnvShape},
 		{"proxy variable instead of LANG", evidence.StepApply, testCtx, apply, replace(env, 6, "http_proxy=http://proxy:3128"), CodeEnvShape},
 		{"empty env", evidence.StepApply, testCtx, apply, nil, CodeEnvShape},
+		{"namespace read without names", evidence.StepNamespaces, testCtx, nsWith(), env, CodeArgvShape},
+		{"namespace read of names out of order", evidence.StepNamespaces, testCtx, nsWith("team-b", "qinglong"), env, CodeArgvShape},
+		{"namespace read of a name twice", evidence.StepNamespaces, testCtx, nsWith("qinglong", "qinglong"), env, CodeArgvShape},
+		{"namespace read with a flag as a name", evidence.StepNamespaces, testCtx, nsWith("--all-namespaces"), env, CodeArgvShape},
+		{"namespace read with -o=yaml as a name", evidence.StepNamespaces, testCtx, nsWith("-o=yaml"), env, CodeArgvShape},
+		{"namespace read of an upper-case name", evidence.StepNamespaces, testCtx, nsWith("Qinglong"), env, CodeArgvShape},
+		{"namespace read of a 64-byte name", evidence.StepNamespaces, testCtx, nsWith(strings.Repeat("a", 64)), env, CodeArgvShape},
+		{"namespace read of a name ending in a dash", evidence.StepNamespaces, testCtx, nsWith("qinglong-"), env, CodeArgvShape},
+		{"namespace read of a resource/name", evidence.StepNamespaces, testCtx, nsWith("namespace/qinglong"), env, CodeArgvShape},
+		{"namespace read as yaml", evidence.StepNamespaces, testCtx, replace(ns, len(ns)-1, "-o=yaml"), env, CodeArgvShape},
+		{"namespace read without -o=json", evidence.StepNamespaces, testCtx, ns[:len(ns)-1], env, CodeArgvShape},
+		{"namespace read of pods", evidence.StepNamespaces, testCtx, replace(ns, 5, "pods"), env, CodeArgvShape},
+		{"namespace read with --all-namespaces", evidence.StepNamespaces, testCtx, slices.Insert(slices.Clone(ns), 6, "--all-namespaces"), env, CodeArgvShape},
+		{"identity read with a name added", evidence.StepIdentity, testCtx, slices.Insert(slices.Clone(id), 7, "qinglong"), env, CodeArgvShape},
+		{"namespace read's argv recorded as the final identity read", evidence.StepIdentityFinal, testCtx, ns, env, CodeArgvShape},
 	}
 	// --force-conflicts in every position, and in place of every step argument.
 	for i := 1; i <= len(apply); i++ {
@@ -167,5 +195,45 @@ func TestCheckDirNames(t *testing.T) {
 		if checkDir(dir) != ok {
 			t.Errorf("checkDir(%q) = %v", dir, !ok)
 		}
+	}
+}
+
+// TestOperands: the namespace read carries its names between its fixed arguments, Operands gives
+// them back, and no other step takes any.
+func TestOperands(t *testing.T) {
+	ns, env := validInvocation(t, evidence.StepNamespaces)
+	if got := strings.Join(ns[4:], " "); got != "get namespace qinglong team-b -o=json" {
+		t.Fatalf("namespace read args %q", got)
+	}
+	if err := CheckInvocation(evidence.StepNamespaces, testCtx, ns, env); err != nil {
+		t.Fatal(err)
+	}
+	if got := Operands(evidence.StepNamespaces, ns); !slices.Equal(got, testNames) {
+		t.Fatalf("Operands = %q", got)
+	}
+	one, ok := buildArgv(testExec, evidence.StepNamespaces, testDir, testCtx, "qinglong")
+	if !ok || CheckInvocation(evidence.StepNamespaces, testCtx, one, env) != nil || !slices.Equal(Operands(evidence.StepNamespaces, one), []string{"qinglong"}) {
+		t.Fatalf("one name: %q %v", one, ok)
+	}
+	for _, step := range Steps() {
+		if step == evidence.StepNamespaces {
+			continue
+		}
+		if TakesOperands(step) || Operands(step, ns) != nil {
+			t.Errorf("step %s takes operands", step)
+		}
+		if _, ok := buildArgv(testExec, step, testDir, testCtx, "qinglong"); ok {
+			t.Errorf("step %s built with an operand", step)
+		}
+	}
+	if _, ok := buildArgv(testExec, evidence.StepNamespaces, testDir, testCtx); ok {
+		t.Error("namespace read built without names")
+	}
+	many := make([]string, MaxOperands+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("ns-%05d", i)
+	}
+	if !ValidOperands(many[:MaxOperands]) || ValidOperands(many) {
+		t.Errorf("the bound of %d names is not where it should be", MaxOperands)
 	}
 }

@@ -23,14 +23,15 @@ const CodeJudgeUnknown refuse.Code = "CONVERGENCE_JUDGE_UNKNOWN"
 
 // JudgeLiveRules is JudgeLive under the rules a live-audit report names (its judge member): ""
 // for the rules before issue 22 (the fields the release sets), evidence.LiveJudgeAdditions for
-// those and every field another manager added. A report is re-judged by the rules it was judged
+// those and every field another manager added, evidence.LiveJudgeNamespaces for those and the
+// namespace read (which JudgeNamespaces applies to the findings: the read is another step). A report is re-judged by the rules it was judged
 // by, so a report written before the rules grew still audits.
 func JudgeLiveRules(rules string, l *lock.Result, receipt []evidence.LiveObject, exit int, stdout []byte, stderrBytes int) ([]Finding, error) {
-	if rules != "" && rules != evidence.LiveJudgeAdditions {
+	if rules != "" && rules != evidence.LiveJudgeAdditions && rules != evidence.LiveJudgeNamespaces {
 		return nil, refuse.New(CodeJudgeUnknown, "live-audit rules %s are not known to this ql3", refuse.Ident(rules))
 	}
 	fs, err := Judge(Input{Objects: l.Objects, Authorities: l.Authorities,
-		FieldManager: evidence.FieldManager, Stdout: stdout, Additions: rules == evidence.LiveJudgeAdditions}, receipt)
+		FieldManager: evidence.FieldManager, Stdout: stdout, Additions: rules != ""}, receipt)
 	if exit != 0 {
 		missing := 0
 		for _, f := range fs {

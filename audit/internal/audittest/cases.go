@@ -22,6 +22,7 @@ const (
 	xDryRun
 	xApply
 	xConvergence
+	xNamespaces // the fixture's objects live in namespace qinglong, which its manifest does not hold
 	xIdentityFinal
 )
 
@@ -165,6 +166,16 @@ func Cases() []Rewrite {
 			u := Rec[evidence.Receipt](f, fx.Roots.Receipt).ClusterUID
 			return bytes.ReplaceAll(out, []byte(u), []byte(otherUID(u)))
 		})},
+		{"output: namespace read shows the namespace Terminating", convergence.CodeNamespaceTerminating, stdoutEdit(false, xNamespaces, func(_ *Forger, _ *Fixture, out []byte) []byte {
+			return bytes.ReplaceAll(out, []byte(`"phase": "Active"`), []byte(`"phase": "Terminating"`))
+		})},
+		{"output: namespace read of another namespace", convergence.CodeNamespaceRead, stdoutEdit(false, xNamespaces, func(_ *Forger, _ *Fixture, out []byte) []byte {
+			return bytes.ReplaceAll(out, []byte(`"name": "qinglong"`), []byte(`"name": "default"`))
+		})},
+		{"receipt: namespace read dropped", audit.CodeExecSequence, receiptEdit(func(r *evidence.Receipt) { r.Execs = slices.Delete(r.Execs, xNamespaces, xNamespaces+1) })},
+		{"exec: namespace read names another namespace", audit.CodeExecSequence, execEdit(xNamespaces, func(e *evidence.Exec) { e.Argv[6] = "default" })},
+		{"exec: namespace read names a second namespace", audit.CodeExecSequence, execEdit(xNamespaces, func(e *evidence.Exec) { e.Argv = slices.Insert(e.Argv, 7, "zz-other") })},
+		{"exec: namespace read names a flag", argv.CodeArgvShape, execEdit(xNamespaces, func(e *evidence.Exec) { e.Argv[6] = "--all-namespaces" })},
 		{"output: identity read empty", kubeout.CodeIdentityOutput, stdoutEdit(false, xIdentity, func(*Forger, *Fixture, []byte) []byte { return []byte{} })},
 		{"output: apply output without its last line", kubeout.CodeApplyOutput, stdoutEdit(false, xApply, func(_ *Forger, _ *Fixture, out []byte) []byte {
 			lines := bytes.SplitAfter(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))

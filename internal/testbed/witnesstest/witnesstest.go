@@ -13,6 +13,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -47,56 +50,76 @@ type Witness struct {
 	agent    *exec.Cmd
 	waited   chan error   // litewitness's exit, once it is ready
 	keyring  net.Listener // the in-process agent, when ssh-agent is not installed
+	secrets  [][]byte     // the private key's forms, for the leak scans
 }
 
 // Start starts a witness named name that knows the log origin under the verifier key logVKey.
 // It is stopped when the test ends.
 func Start(t testing.TB, name, origin, logVKey string) *Witness {
 	t.Helper()
-	bin := ToolBin(t)
+	w, err := Run(ToolBin(t), name, origin, logVKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("witnesstest: litewitness output:\n%s", w.logs.String())
+		}
+		w.Stop()
+	})
+	return w
+}
+
+// Run starts a witness as Start does, for a caller that holds no testing.TB (a testscript
+// command): bin is ToolBin's directory, and the caller stops the witness with Stop, also when
+// Run fails after starting something (Run cleans up what it started before it returns an
+// error).
+func Run(bin, name, origin, logVKey string) (w *Witness, err error) {
 	// OpenSSH's ssh-agent when installed; else x/crypto's agent keyring serves the same protocol
 	// on the socket, in this process.
 	agentBin, _ := exec.LookPath("ssh-agent")
 	// A unix socket path must fit in 108 bytes: t.TempDir() can be longer.
 	dir, err := os.MkdirTemp("", "ql3-lw-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("witnesstest: %w", err)
 	}
-	w := &Witness{Name: name, bin: bin, dir: dir, DB: filepath.Join(dir, "litewitness.db"), logs: &syncBuffer{}}
-	t.Cleanup(func() {
-		w.stop()
-		if t.Failed() {
-			t.Logf("witnesstest: litewitness output:\n%s", w.logs.String())
+	w = &Witness{Name: name, bin: bin, dir: dir, DB: filepath.Join(dir, "litewitness.db"), logs: &syncBuffer{}}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, w.logs.String())
+			w.Stop()
+			w = nil
 		}
-		os.RemoveAll(dir)
-	})
+	}()
 
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return w, err
 	}
+	w.secrets = keySecrets(priv)
 	if w.Verifier, err = policy.NewCosignatureVerifierFromKey(name, pub); err != nil {
-		t.Fatal(err)
+		return w, err
 	}
 	w.VKey = w.Verifier.String()
 	sock := filepath.Join(dir, "agent.sock")
 	if err := w.startAgent(agentBin, sock, priv); err != nil {
-		t.Fatal(err)
+		return w, err
 	}
 	sshPub, err := ssh.NewPublicKey(pub)
 	if err != nil {
-		t.Fatal(err)
+		return w, err
 	}
 
-	w.Ctl(t, "add-log", "-origin", origin)
-	w.Ctl(t, "add-key", "-origin", origin, "-key", logVKey)
+	if err := w.addLog(origin, logVKey); err != nil {
+		return w, err
+	}
 
 	// A free port can be taken between the probe and litewitness's bind: retry on a new one.
 	var last error
 	for range 3 {
 		addr, err := freeLoopbackAddr()
 		if err != nil {
-			t.Fatal(err)
+			return w, err
 		}
 		w.URL = "http://" + addr
 		w.cmd = exec.Command(filepath.Join(bin, "litewitness"), "-name", name, "-db", w.DB,
@@ -104,39 +127,69 @@ func Start(t testing.TB, name, origin, logVKey string) *Witness {
 		w.cmd.Dir = dir
 		w.cmd.Stdout, w.cmd.Stderr = w.logs, w.logs
 		if err := w.cmd.Start(); err != nil {
-			t.Fatalf("witnesstest: start litewitness: %v", err)
+			return w, fmt.Errorf("witnesstest: start litewitness: %w", err)
 		}
 		if last = w.waitReady(); last == nil {
 			// litewitness logs its verifier key: torchwood's own derivation of the key ID must
 			// be ours.
 			if !strings.Contains(w.logs.String(), "vkey="+w.VKey+"\n") {
-				t.Fatalf("witnesstest: litewitness states another verifier key than %s:\n%s", w.VKey, w.logs.String())
+				return w, fmt.Errorf("witnesstest: litewitness states another verifier key than %s", w.VKey)
 			}
-			return w
+			return w, nil
 		}
 		w.stopWitness()
 	}
-	t.Fatalf("witnesstest: litewitness not ready: %v\n%s", last, w.logs.String())
-	return nil
+	return w, fmt.Errorf("witnesstest: litewitness not ready: %w", last)
+}
+
+// Secrets are the forms of the witness's private key that no output, store or artifact may
+// hold: the key lives only in the agent, so any of them appearing is a leak.
+func (w *Witness) Secrets() [][]byte { return w.secrets }
+
+// keySecrets lists an Ed25519 private key's seed and whole key, raw, base64 and hex.
+func keySecrets(priv ed25519.PrivateKey) [][]byte {
+	var out [][]byte
+	for _, b := range [][]byte{priv.Seed(), priv} {
+		out = append(out, bytes.Clone(b), []byte(base64.StdEncoding.EncodeToString(b)),
+			[]byte(base64.RawURLEncoding.EncodeToString(b)), []byte(hex.EncodeToString(b)))
+	}
+	return out
 }
 
 // AddLog registers another log origin and its key while the witness runs.
 func (w *Witness) AddLog(t testing.TB, origin, logVKey string) {
 	t.Helper()
-	w.Ctl(t, "add-log", "-origin", origin)
-	w.Ctl(t, "add-key", "-origin", origin, "-key", logVKey)
+	if err := w.addLog(origin, logVKey); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *Witness) addLog(origin, logVKey string) error {
+	if _, err := w.ctl("add-log", "-origin", origin); err != nil {
+		return err
+	}
+	_, err := w.ctl("add-key", "-origin", origin, "-key", logVKey)
+	return err
 }
 
 // Ctl runs witnessctl on the witness's database.
 func (w *Witness) Ctl(t testing.TB, command string, args ...string) string {
 	t.Helper()
+	out, err := w.ctl(command, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (w *Witness) ctl(command string, args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(w.bin, "witnessctl"), append([]string{command, "-db", w.DB}, args...)...)
 	cmd.Dir = w.dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("witnesstest: witnessctl %s: %v\n%s", command, err, out)
+		return string(out), fmt.Errorf("witnesstest: witnessctl %s: %v\n%s", command, err, out)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // Logs is litewitness's output so far.
@@ -228,8 +281,9 @@ func (w *Witness) waitReady() error {
 	return last
 }
 
-// stop ends litewitness (SIGINT: it shuts its server down) and the agent.
-func (w *Witness) stop() {
+// Stop ends litewitness (SIGINT: it shuts its server down) and the agent, and removes the
+// witness's directory; Start's cleanup calls it.
+func (w *Witness) Stop() {
 	w.stopWitness()
 	if w.agent != nil && w.agent.Process != nil {
 		w.agent.Process.Kill()
@@ -238,6 +292,7 @@ func (w *Witness) stop() {
 	if w.keyring != nil {
 		w.keyring.Close()
 	}
+	os.RemoveAll(w.dir)
 }
 
 func (w *Witness) stopWitness() {
@@ -258,26 +313,42 @@ func (w *Witness) stopWitness() {
 // CI=true, after trying to build it) when it is not there.
 func ToolBin(t testing.TB) string {
 	t.Helper()
+	bin, err := FindTool()
+	if errors.Is(err, ErrNoTool) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// ErrNoTool: QL3_TOOL_LITEWITNESS is not set and this is not CI (a test skips on it).
+var ErrNoTool = errors.New("witnesstest: QL3_TOOL_LITEWITNESS is not set (QL3_TOOL_LITEWITNESS=$(scripts/build-tool.sh litewitness))")
+
+// FindTool returns the bin/ directory of the litewitness tool: $QL3_TOOL_LITEWITNESS/bin, or
+// under CI=true the tool built by scripts/build-tool.sh; ErrNoTool otherwise.
+func FindTool() (string, error) {
 	if dir := os.Getenv("QL3_TOOL_LITEWITNESS"); dir != "" {
 		bin := filepath.Join(dir, "bin")
 		for _, b := range []string{"litewitness", "witnessctl"} {
 			if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-				t.Fatalf("witnesstest: QL3_TOOL_LITEWITNESS=%s holds no %s: %v", dir, b, err)
+				return "", fmt.Errorf("witnesstest: QL3_TOOL_LITEWITNESS=%s holds no %s: %w", dir, b, err)
 			}
 		}
-		return bin
+		return bin, nil
 	}
 	if os.Getenv("CI") != "true" {
-		t.Skip("QL3_TOOL_LITEWITNESS is not set (QL3_TOOL_LITEWITNESS=$(scripts/build-tool.sh litewitness))")
+		return "", ErrNoTool
 	}
 	cmd := exec.Command("nice", "-n", "10", "flock", "/tmp/ql3-heavy-build.lock",
 		filepath.Join(repoRoot(), "scripts/build-tool.sh"), "litewitness")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("witnesstest: build litewitness: %v", err)
+		return "", fmt.Errorf("witnesstest: build litewitness: %w", err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "bin")
+	return filepath.Join(strings.TrimSpace(string(out)), "bin"), nil
 }
 
 func repoRoot() string {
