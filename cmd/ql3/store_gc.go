@@ -25,7 +25,7 @@ type storeGCOptions struct {
 
 func newStoreGCCmd(root *RootOptions) *cobra.Command {
 	o := &storeGCOptions{root: root}
-	c := &cobra.Command{
+	c := readsStore(&cobra.Command{
 		Use:   "gc",
 		Short: "Drop old receipts and what only they reach, with a tombstone in the deployment log for each",
 		Long: "Apply a retention policy to the store. Kept: every current receipt (the last receipt of its\n" +
@@ -40,7 +40,7 @@ func newStoreGCCmd(root *RootOptions) *cobra.Command {
 		Example: "  ql3 store gc --store /abs/evidence --keep-last 10 --dry-run\n" +
 			"  ql3 store gc --store /abs/evidence --keep-last 3 --keep-since 2026-01-01",
 		Args: cobra.NoArgs, RunE: runE(o),
-	}
+	})
 	c.Flags().IntVar(&o.keepLast, "keep-last", 0, "keep the last N receipts of each cluster (0: the current ones only)")
 	c.Flags().StringVar(&o.since, "keep-since", "", "keep every receipt finished at or after DATE (RFC 3339, or YYYY-MM-DD in UTC)")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be dropped and removed; write nothing")
