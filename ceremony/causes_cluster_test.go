@@ -279,7 +279,8 @@ func newCAPEM(t *testing.T) []byte {
 }
 
 // TestCeremonyRecipeKubeconfig: the kubeconfig of the recipe in docs/kubeconfig.md (a dedicated
-// ServiceAccount with get, create and patch in the namespace and get on namespace kube-system, a token from
+// ServiceAccount with get, create and patch in the namespace and get on the namespaces kube-system and
+// the release's own, for the identity and namespace reads, a token from
 // kubectl create token, server and CA from kubectl config view --minify --flatten, everything
 // inline) passes the policy, and a preflight and an apply with it succeed.
 func TestCeremonyRecipeKubeconfig(t *testing.T) {
@@ -290,8 +291,8 @@ func TestCeremonyRecipeKubeconfig(t *testing.T) {
 	kc(t, "create", "serviceaccount", sa, "-n", ns)
 	kc(t, "create", "role", sa, "-n", ns, "--verb=get,create,patch", "--resource=configmaps,secrets,serviceaccounts,services,deployments.apps")
 	kc(t, "create", "rolebinding", sa, "-n", ns, "--role="+sa, "--serviceaccount="+ns+":"+sa)
-	kc(t, "create", "clusterrole", ns+"-ql3-identity-read", "--verb=get", "--resource=namespaces", "--resource-name=kube-system")
-	kc(t, "create", "clusterrolebinding", "ql3-identity-read-"+ns+"-"+sa, "--clusterrole="+ns+"-ql3-identity-read", "--serviceaccount="+ns+":"+sa)
+	kc(t, "create", "clusterrole", "ql3-namespace-read-"+ns, "--verb=get", "--resource=namespaces", "--resource-name=kube-system", "--resource-name="+ns)
+	kc(t, "create", "clusterrolebinding", "ql3-namespace-read-"+ns+"-"+sa, "--clusterrole=ql3-namespace-read-"+ns, "--serviceaccount="+ns+":"+sa)
 	token := kc(t, "create", "token", sa, "-n", ns, "--duration=1h")
 	extra = append(extra, []byte(token))
 	server := kc(t, "config", "view", "--minify", "--flatten", "-o", "jsonpath={.clusters[0].cluster.server}")

@@ -479,7 +479,7 @@ func TestLiveAuditDriftAddedByOther(t *testing.T) {
 	if security != len(want) {
 		t.Fatalf("%d of %d security-relevant additions reported: %+v\n%s", security, len(want), res.Added, b.out.String())
 	}
-	if la := b.liveReport(res.Report); la.Judge != evidence.LiveJudgeAdditions || len(la.Added) != len(res.Added) {
+	if la := b.liveReport(res.Report); la.Judge != evidence.LiveJudgeNamespaces || len(la.Added) != len(res.Added) {
 		t.Fatalf("report judge %q, %d additions", la.Judge, len(la.Added))
 	}
 	if !strings.Contains(b.out.String(), "4 of 6 objects converged: DRIFT (2 added-by-other)") {
