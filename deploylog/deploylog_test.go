@@ -275,3 +275,54 @@ func TestTreeRefusals(t *testing.T) {
 	_, err = NewVerifier("not a key")
 	wantCode(t, err, CodeKey)
 }
+
+// TestTreeMatchesTlog holds Tree's in-place AppendHash to tlog's own stored hashes
+// (tlog.StoredHashes, reading from a plain slice) for every size up to 1,100 (past four full
+// tiles' levels of carries), and Hash to tlog's numbering.
+func TestTreeMatchesTlog(t *testing.T) {
+	var tree Tree
+	tree.Grow(1100)
+	var want hashSlice
+	for i := int64(0); i < 1100; i++ {
+		leaf := []byte("leaf " + strings.Repeat("x", int(i%7)) + string(rune('a'+i%26)))
+		hs, err := tlog.StoredHashes(i, leaf, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, hs...)
+		if err := tree.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+		if len(tree.hashes) != len(want) {
+			t.Fatalf("size %d: %d stored hashes, tlog %d", i+1, len(tree.hashes), len(want))
+		}
+		for j := range want {
+			if tree.hashes[j] != want[j] {
+				t.Fatalf("size %d: stored hash %d differs from tlog's", i+1, j)
+			}
+		}
+	}
+	for _, c := range []struct {
+		level int
+		n     int64
+		ok    bool
+	}{{0, 0, true}, {0, 1099, true}, {0, 1100, false}, {1, 549, true}, {1, 550, false}, {10, 0, true}, {10, 1, false}, {8, 3, true}, {8, 4, false}, {0, -1, false}, {63, 0, false}} {
+		h, err := tree.Hash(c.level, c.n)
+		if (err == nil) != c.ok {
+			t.Fatalf("Hash(%d, %d): %v, want ok %v", c.level, c.n, err, c.ok)
+		}
+		if c.ok && h != want[tlog.StoredHashIndex(c.level, c.n)] {
+			t.Fatalf("Hash(%d, %d) is not tlog's stored hash", c.level, c.n)
+		}
+	}
+}
+
+type hashSlice []tlog.Hash
+
+func (h hashSlice) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		out[i] = h[x]
+	}
+	return out, nil
+}

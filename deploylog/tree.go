@@ -1,6 +1,8 @@
 package deploylog
 
 import (
+	"slices"
+
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/qinglong/ql3/refuse"
@@ -21,16 +23,26 @@ func (t *Tree) Size() int64 { return t.n }
 // Append adds a leaf by its bytes (the record hash is taken here).
 func (t *Tree) Append(leaf []byte) error { return t.AppendHash(tlog.RecordHash(leaf)) }
 
-// AppendHash adds a leaf by its leaf hash.
+// AppendHash adds a leaf by its leaf hash. It stores what tlog.StoredHashesForRecordHash
+// returns (the leaf hash, then the hash of each subtree the leaf completes, lowest first),
+// computed in place: a verifier appends every leaf of a large log, and tlog's function
+// allocates a slice per leaf. TestTreeMatchesTlog holds the two to the same hashes.
 func (t *Tree) AppendHash(h tlog.Hash) error {
-	// tlog.StoredHashesForRecordHash reads only hashes of complete subtrees, all held already.
-	hs, err := tlog.StoredHashesForRecordHash(t.n, h, t)
-	if err != nil {
-		return err
+	t.hashes = append(t.hashes, h)
+	for level := 0; (t.n>>level)&1 == 1; level++ {
+		h = tlog.NodeHash(t.hashes[tlog.StoredHashIndex(level, (t.n>>level)-1)], h)
+		t.hashes = append(t.hashes, h)
 	}
-	t.hashes = append(t.hashes, hs...)
 	t.n++
 	return nil
+}
+
+// Grow makes room for n more leaves, so that appending a log whose size is known does not
+// copy the hashes as they grow.
+func (t *Tree) Grow(n int64) {
+	if n > 0 {
+		t.hashes = slices.Grow(t.hashes, int(2*n))
+	}
 }
 
 // ReadHashes implements tlog.HashReader.
@@ -47,11 +59,10 @@ func (t *Tree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 
 // Hash returns the stored hash of the complete subtree at level (0 for leaves) and index n.
 func (t *Tree) Hash(level int, n int64) (tlog.Hash, error) {
-	hs, err := t.ReadHashes([]int64{tlog.StoredHashIndex(level, n)})
-	if err != nil {
-		return tlog.Hash{}, err
+	if level < 0 || level > 62 || n < 0 || (n+1)<<level > t.n {
+		return tlog.Hash{}, refuse.New(CodeInclusion, "no complete subtree %d/%d in a tree of %d leaves", level, n, t.n)
 	}
-	return hs[0], nil
+	return t.hashes[tlog.StoredHashIndex(level, n)], nil
 }
 
 // Root is the root hash of the tree's first n leaves (n ≤ Size).

@@ -2,9 +2,7 @@ package store
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
-	"sort"
 
 	"golang.org/x/sys/unix"
 
@@ -106,8 +104,8 @@ func checkDir(st *unix.Stat_t, name string) error {
 		return refuse.New(CodeStoreMode, "store directory %s has mode %04o, want 0700", name, st.Mode&0o7777).
 			WithHint("chmod 700 %s, if the store is yours and nobody else could have changed it", name)
 	}
-	if int(st.Uid) != os.Getuid() {
-		return refuse.New(CodeStoreOwner, "store directory %s is owned by uid %d, not %d", name, st.Uid, os.Getuid())
+	if int(st.Uid) != processUID {
+		return refuse.New(CodeStoreOwner, "store directory %s is owned by uid %d, not %d", name, st.Uid, processUID)
 	}
 	return nil
 }
@@ -203,22 +201,4 @@ func (s *Store) checkRoot() error {
 		}
 	}
 	return nil
-}
-
-// listDir returns the sorted names in the held directory dirfd. It reads through a fresh
-// descriptor of the same inode ("." relative to dirfd): a directory's read offset belongs to the
-// open file, and the held one is shared by concurrent calls.
-func listDir(dirfd int, rel string) ([]string, error) {
-	fd, err := sysfile.ReopenDir(dirfd)
-	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "open %s for listing", rel)
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, refuse.Wrap(CodeStoreIO, err, "list %s", rel)
-	}
-	sort.Strings(names)
-	return names, nil
 }

@@ -139,9 +139,7 @@ func (s *Store) openLog(partial bool) (*logDirs, bool, error) {
 // readLogFile reads a log file under an object's file rules (no symlink, regular, 0400, owner,
 // one link) and at most max bytes. A missing file is OBJECT_NOT_FOUND.
 func readLogFile(dirfd int, name, rel string, max int64) ([]byte, error) {
-	fd, err := sysfile.RetryEINTR(func() (int, error) {
-		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	})
+	fd, err := openRO(dirfd, name)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, refuse.New(CodeObjectNotFound, "%s not found", rel)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -442,6 +443,66 @@ func TestLogAttacks(t *testing.T) {
 		// A leaf repeating another's entry, appended as if published.
 		os.WriteFile(leafPath(s, 300), b, 0o400)
 		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogLeafDuplicate)
+	})
+	t.Run("a record two leaves publish, deleted", func(t *testing.T) {
+		s, recs, _, _ := setup(t)
+		// verify hashes each record digest once: both leaves publishing it are reported.
+		if err := s.PutIndex(evidence.IndexIntents, evidence.FromBytes([]byte("second key")), recs[7]); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(blobPath(s, recs[7].Digest))
+		r := verifyLog(t, s, LogVerifyOptions{Verifier: kv})
+		var leaves []int64
+		for _, f := range r.Errors {
+			if f.Code == CodeLogRecordMissing {
+				leaves = append(leaves, f.Leaf)
+			}
+		}
+		if !slices.Equal(leaves, []int64{7, 300}) {
+			t.Fatalf("LOG_RECORD_MISSING for leaves %v, want 7 and 300: %+v", leaves, r.Errors)
+		}
+	})
+	t.Run("stray name in an index directory", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		p := filepath.Join(s.Root(), "index", evidence.IndexIntents, "not-a-digest")
+		if err := os.WriteFile(p, []byte("x"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeIndexCorrupt)
+		// The other entries are still checked, each by its leaf: nothing else is found.
+		if r := verifyLog(t, s, LogVerifyOptions{Verifier: kv}); len(r.Errors) != 1 || r.Errors[0].Path != "index/intents/not-a-digest" {
+			t.Fatalf("want one finding for the stray name: %+v", r.Errors)
+		}
+	})
+	t.Run("index entry breaks the file rules", func(t *testing.T) {
+		s, _, keys, _ := setup(t)
+		if err := os.Chmod(entryPath(s, keys[12]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeIndexCorrupt)
+		r := verifyLog(t, s, LogVerifyOptions{Verifier: kv})
+		if len(r.Errors) != 1 || r.Errors[0].Leaf != 12 || r.Errors[0].Path != "index/intents/"+keys[12].Encoded() {
+			t.Fatalf("want one finding for leaf 12's entry: %+v", r.Errors)
+		}
+	})
+	t.Run("leaf breaks the file rules", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		if err := os.Chmod(leafPath(s, 40), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogFile)
+		// The tree cannot be computed past it: the checkpoint of 300 is beyond the log read.
+		run(t, s, LogVerifyOptions{Verifier: kv}, deploylog.CodeRollback)
+	})
+	t.Run("leaf not canonical", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		p := leafPath(s, 41)
+		b, _ := os.ReadFile(p)
+		chmodW(t, p)
+		os.WriteFile(p, append(b, '\n'), 0o400)
+		os.Chmod(p, 0o400)
+		run(t, s, LogVerifyOptions{Verifier: kv}, deploylog.CodeLeafCorrupt)
+		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogCheckpointStale)
 	})
 	t.Run("entry names another record", func(t *testing.T) {
 		s, recs, keys, _ := setup(t)

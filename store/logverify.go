@@ -1,8 +1,11 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/mod/sumdb/tlog"
+	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/deploylog/policy"
@@ -119,6 +123,12 @@ func (s *Store) VerifyLog(o LogVerifyOptions) (*LogReport, error) {
 
 // verifyLog is VerifyLog returning also the parsed leaves it read (the first r.Size of them are
 // the verified log's), so that a reader of the story does not read every leaf twice.
+//
+// Its phases (docs/log.md, "log verify: how it reads"): the leaves are listed once and read,
+// hashed and parsed by a worker per core; the publications' checks (entries, records, the index
+// listings) then run on the workers while this goroutine recomputes the tree from the leaf
+// hashes and checks the tiles and checkpoints against it; the findings are reported in the same
+// order whatever the workers' timing.
 func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, error) {
 	l, release, err := s.holdLog()
 	if err != nil {
@@ -128,59 +138,26 @@ func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, err
 	r := &LogReport{Origin: l.origin, SignaturesChecked: o.Verifier != nil, Checkpoints: []LogCheckpoint{},
 		Errors: []LogFinding{}, Hints: []LogFinding{}}
 
-	// Leaves.
-	names, err := listDir(l.leaves.fd, leavesRel)
+	leaves, parsed, hashes, err := s.readLogLeaves(l, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	present := map[int64]bool{}
-	var last int64 = -1
-	for _, name := range names {
-		i, ok := parseName(name)
-		if !ok {
-			r.bad(CodeLogFile, -1, leavesRel+"/"+name, "stray file in %s", leavesRel)
-			continue
-		}
-		present[i] = true
-		last = max(last, i)
-	}
-	n := int64(0)
-	for present[n] {
-		n++
-	}
-	for i := n; i <= last; i++ {
-		if !present[i] {
-			r.bad(CodeLogLeafMissing, i, leavesRel+"/"+leafName(i), "leaf %d is missing (the log has leaves up to %d)", i, last)
-		}
-	}
+	n := int64(len(leaves))
+	entries := make(chan *entryCheck, 1)
+	go func() { entries <- s.checkEntries(leaves, parsed) }()
+
 	tree := &deploylog.Tree{}
-	leaves := make([]deploylog.Leaf, 0, n)
-	parsed := make([]bool, 0, n)
-	// The leaves are read by a few workers (the reads are syscalls, not cpu) and hashed in order.
-	raw, rerrs := make([][]byte, n), make([]error, n)
-	parallel(n, func(i int64) {
-		raw[i], rerrs[i] = readLogFile(l.leaves.fd, leafName(i), leavesRel+"/"+leafName(i), deploylog.MaxLeafSize)
-	})
-	for i := int64(0); i < n; i++ {
-		rel := leavesRel + "/" + leafName(i)
-		b, err := raw[i], rerrs[i]
-		if err != nil {
-			r.badErr(i, rel, err)
-			n = i // the tree cannot be computed past an unreadable leaf
-			break
-		}
-		if err := tree.Append(b); err != nil {
+	tree.Grow(n)
+	for _, h := range hashes {
+		if err := tree.AppendHash(h); err != nil {
+			<-entries
 			return nil, nil, err
-		}
-		leaf, err := deploylog.ParseLeaf(b)
-		leaves, parsed = append(leaves, leaf), append(parsed, err == nil)
-		if err != nil {
-			r.badErr(i, rel, err)
 		}
 	}
 	r.Size = n
 	root, err := tree.Root(n)
 	if err != nil {
+		<-entries
 		return nil, nil, err
 	}
 	r.Root = base64.StdEncoding.EncodeToString(root[:])
@@ -196,12 +173,110 @@ func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, err
 		r.hint(CodeLogSignatureSkip, -1, checkpointsRel, "no log key given: checkpoints were checked against the leaves, not their signatures")
 	}
 	r.UnsignedTail = r.Size - r.SignedSize
-	s.verifyEntries(leaves, parsed, r)
+	(<-entries).report(leaves, parsed, r)
 	if r.UnsignedTail > 0 {
 		r.hint(CodeLogUnsignedTail, r.SignedSize, leavesRel, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
 			r.SignedSize, r.Size-1)
 	}
 	return r, leaves, nil
+}
+
+// readLogLeaves lists log/leaves once and reads the leaves 0..n-1 (n: the first missing index),
+// each once, on a worker per core: its leaf hash for the tree and its parsed record (parsed[i]
+// false after a LOG_LEAF_CORRUPT finding). A stray name is LOG_FILE, each missing index below the
+// last LOG_LEAF_MISSING; the log is cut before a leaf that cannot be read (its finding says why),
+// since no tree can be computed past it.
+func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []bool, []tlog.Hash, error) {
+	var idxs []int64
+	var strays []string
+	err := eachName(l.leaves.fd, leavesRel, func(name []byte) {
+		if i, ok := parseNameBytes(name); ok {
+			idxs = append(idxs, i)
+		} else {
+			strays = append(strays, string(name))
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	slices.Sort(strays)
+	for _, name := range strays {
+		r.bad(CodeLogFile, -1, leavesRel+"/"+name, "stray file in %s", leavesRel)
+	}
+	slices.Sort(idxs)
+	n := int64(0)
+	for n < int64(len(idxs)) && idxs[n] == n {
+		n++
+	}
+	if len(idxs) > 0 {
+		last, j := idxs[len(idxs)-1], n
+		for i := n; i <= last; i++ {
+			if j < int64(len(idxs)) && idxs[j] == i {
+				j++
+				continue
+			}
+			r.bad(CodeLogLeafMissing, i, leavesRel+"/"+leafName(i), "leaf %d is missing (the log has leaves up to %d)", i, last)
+		}
+	}
+	leaves := make([]deploylog.Leaf, n)
+	hashes := make([]tlog.Hash, n)
+	readErr, parseErr := make([]error, n), make([]error, n)
+	parallelChunks(n, func(lo, hi int64) {
+		var buf [1 + deploylog.MaxLeafSize + 1]byte // 0x00 (RFC 6962's leaf prefix), the leaf, one byte to see it grow
+		for i := lo; i < hi; i++ {
+			m, err := readLeafInto(l.leaves.fd, i, buf[1:])
+			if err != nil {
+				readErr[i] = err
+				continue
+			}
+			hashes[i] = sha256.Sum256(buf[:1+m]) // tlog.RecordHash, without its allocation
+			leaves[i], parseErr[i] = deploylog.ParseLeaf(buf[1 : 1+m])
+		}
+	})
+	parsed := make([]bool, n)
+	for i := int64(0); i < n; i++ {
+		if readErr[i] != nil {
+			r.badErr(i, leavesRel+"/"+leafName(i), readErr[i])
+			n = i
+			break
+		}
+		parsed[i] = parseErr[i] == nil
+		if !parsed[i] {
+			r.badErr(i, leavesRel+"/"+leafName(i), parseErr[i])
+		}
+	}
+	return leaves[:n], parsed[:n], hashes[:n], nil
+}
+
+// readLeafInto reads leaf i of the held log/leaves into buf (MaxLeafSize+1 bytes) under the log's
+// file rules, as readLogFile does, and returns its length.
+func readLeafInto(leaves int, i int64, buf []byte) (int, error) {
+	var name [20]byte
+	putPad20(name[:], i)
+	rel := func() string { return leavesRel + "/" + string(name[:]) }
+	fd, err := openRO(leaves, string(name[:]))
+	if errors.Is(err, unix.ENOENT) {
+		return 0, refuse.New(CodeObjectNotFound, "%s not found", rel())
+	}
+	if err != nil {
+		return 0, refuse.Wrap(CodeLogFile, err, "open %s", rel())
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, refuse.Wrap(CodeStoreIO, err, "stat %s", rel())
+	}
+	if !statOK(&st, deploylog.MaxLeafSize) {
+		if err := checkObjectStat(&st, digest.Digest(rel())); err != nil {
+			return 0, refuse.Wrap(CodeLogFile, err, "%s", rel())
+		}
+		return 0, refuse.New(CodeLogFile, "%s has %d bytes, more than %d", rel(), st.Size, deploylog.MaxLeafSize)
+	}
+	m, err := preadFull(fd, buf[:st.Size+1])
+	if err != nil || int64(m) != st.Size {
+		return 0, refuse.New(CodeLogFile, "%s changed while being read", rel())
+	}
+	return m, nil
 }
 
 func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
@@ -381,118 +456,250 @@ type entryKey struct {
 	key, bundle digest.Digest
 }
 
-func (s *Store) verifyEntries(leaves []deploylog.Leaf, parsed []bool, r *LogReport) {
-	entries := map[entryKey]evidence.Descriptor{}
-	paths := map[entryKey]string{}
-	for _, kind := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts, evidence.IndexLiveAudits} {
-		es, err := s.listIndex(kind)
-		if err != nil {
-			r.badErr(-1, "index/"+kind, err)
-			continue
-		}
-		lk, _ := deploylog.KindOfIndex(kind)
-		for _, e := range es {
-			k := entryKey{kind: lk, key: e.Key}
-			entries[k], paths[k] = e.Descriptor, "index/"+kind+"/"+e.Key.Encoded()
-		}
-	}
-	subjects, err := s.attestationSubjects()
-	if err != nil {
-		r.badErr(-1, attestationsRel, err)
-	}
-	for _, subject := range subjects {
-		es, err := s.listAttestations(subject)
-		if err != nil {
-			r.badErr(-1, attestationsRel+"/"+subject.Encoded(), err)
-			continue
-		}
-		for _, e := range es {
-			k := entryKey{kind: deploylog.KindAttestation, key: subject, bundle: e.Bundle}
-			entries[k], paths[k] = e.Statement, attestationsRel+"/"+subject.Encoded()+"/"+e.Bundle.Encoded()
-		}
-	}
-	// Each entry's life through the log: published by a leaf, possibly dropped by a later
-	// tombstone (store gc) of the same record, possibly published again after that.
-	type life struct {
-		leaf   int64 // the leaf that published it last
-		record digest.Digest
-		live   bool // not dropped since
-	}
-	lives := map[entryKey]*life{}
+// entryLife is an entry's life through the log: published by a leaf, possibly dropped by a
+// later tombstone (store gc) of the same record, possibly published again after that.
+type entryLife struct {
+	leaf   int64 // the leaf that published it last
+	record digest.Digest
+	live   bool // not dropped since
+}
+
+// entryRead is the index entry of one leaf's key as read.
+type entryRead struct {
+	d   evidence.Descriptor
+	ok  bool  // the entry exists
+	err error // it could not be read (INDEX_CORRUPT): already a finding
+}
+
+// entryCheck is what the publications' checks found, reported by report in leaf order.
+type entryCheck struct {
+	listFindings []LogFinding // a kind's listing failed, or holds a stray name
+	lives        map[entryKey]*entryLife
+	lifeOf       []*entryLife // each publication leaf's entry's life (nil for a tombstone, unparsed or orphan leaf)
+	orphan       []bool       // a tombstone leaf that drops no live publication
+	dup          []bool       // a second live publication of one entry
+	dropped      []bool       // a later tombstone drops what this leaf published
+	entry        []entryRead  // the entry of each leaf that published its key last; attestations from the listing
+	recordOf     []int64      // the leaf whose check of the same record digest stands for this one's (-1: none)
+	recErr       []error
+	listed       []listedEntry // every index entry, by path
+}
+
+type listedEntry struct {
+	k    entryKey
+	path string
+	d    *evidence.Descriptor // attestations: the listed statement; else read by the leaf
+}
+
+// checkEntries checks every publication against the store: the index entry of each leaf's key
+// (read once, by name, by the leaf that published it last), each distinct record digest hashed
+// once (a record published twice is checked once), and the index listings (getdents of each
+// kind's held directory: names only, the contents being read by the leaves) for entries no leaf
+// records. The reads run on a worker per core.
+func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck {
 	n := int64(len(leaves))
-	droppedLeaf := make([]bool, n) // a later tombstone drops what this leaf published
-	dup := make([]bool, n)
+	c := &entryCheck{lives: make(map[entryKey]*entryLife, n), lifeOf: make([]*entryLife, n), orphan: make([]bool, n), dup: make([]bool, n),
+		dropped: make([]bool, n), entry: make([]entryRead, n), recordOf: make([]int64, n), recErr: make([]error, n)}
 	for i, leaf := range leaves {
 		idx := int64(i)
 		if !parsed[i] {
 			continue
 		}
-		rel := leavesRel + "/" + leafName(idx)
 		k := entryKey{kind: leaf.Published(), key: leaf.Key, bundle: leaf.Bundle}
-		lf := lives[k]
+		lf := c.lives[k]
 		if leaf.Kind == deploylog.KindTombstone {
 			if lf == nil || !lf.live || lf.record != leaf.Record {
-				r.bad(CodeLogTombstoneOrphan, idx, rel, "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
-					idx, leaf.Dropped, leaf.Key, leaf.Record)
+				c.orphan[i] = true
 				continue
 			}
-			lf.live, droppedLeaf[lf.leaf] = false, true
+			lf.live, c.dropped[lf.leaf] = false, true
 			continue
 		}
 		if lf != nil && lf.live {
-			r.bad(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", lf.leaf, idx, leaf.Kind, leaf.Key)
-			dup[i] = true
+			c.dup[i], c.lifeOf[i] = true, lf
 			continue
 		}
-		lives[k] = &life{leaf: idx, record: leaf.Record, live: true}
+		lf = &entryLife{leaf: idx, record: leaf.Record, live: true}
+		c.lives[k], c.lifeOf[i] = lf, lf
 	}
-	// Each record is re-hashed by a few workers; the findings are reported in leaf order below.
-	recErr := make([]error, n)
-	parallel(n, func(i int64) {
-		if parsed[i] && leaves[i].Kind != deploylog.KindTombstone && !dup[i] && !droppedLeaf[i] {
-			_, recErr[i] = checkObject(s.dirs[dSHA256].fd, leaves[i].Record)
+	// Which leaf checks which record: the first live publication of each digest.
+	first := make(map[digest.Digest]int64, n)
+	needEntry := make([]bool, n)
+	for i, leaf := range leaves {
+		c.recordOf[i] = -1
+		if !parsed[i] || leaf.Kind == deploylog.KindTombstone || c.dup[i] {
+			continue
 		}
+		if c.lifeOf[i].leaf == int64(i) && leaf.Kind != deploylog.KindAttestation {
+			needEntry[i] = true
+		}
+		if c.dropped[i] {
+			continue
+		}
+		j, ok := first[leaf.Record]
+		if !ok {
+			j = int64(i)
+			first[leaf.Record] = j
+		}
+		c.recordOf[i] = j
+	}
+
+	// The index directories, held for the reads (an optional kind may not exist: no entries).
+	dirs := map[deploylog.Kind]int{}
+	for _, kind := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts, evidence.IndexLiveAudits} {
+		lk, _ := deploylog.KindOfIndex(kind)
+		fd, release, ok, err := s.kindDir(kind, false)
+		if err != nil {
+			c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: "index/" + kind, Msg: err.Error()})
+			continue
+		}
+		defer release()
+		if ok {
+			dirs[lk] = fd
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		parallelChunks(n, func(lo, hi int64) {
+			for i := lo; i < hi; i++ {
+				leaf := leaves[i]
+				if needEntry[i] {
+					if fd, ok := dirs[leaf.Kind]; ok {
+						kind := leaf.Kind.IndexKind()
+						d, ok, err := readEntry(fd, kind, leaf.Key)
+						c.entry[i] = entryRead{d: d, ok: ok, err: err}
+					}
+				}
+				if c.recordOf[i] == i {
+					_, c.recErr[i] = checkObject(s.dirs[dSHA256].fd, leaf.Record)
+				}
+			}
+		})
 	})
+	// Meanwhile, the listings.
+	for _, kind := range []string{evidence.IndexPreflights, evidence.IndexIntents, evidence.IndexReceipts, evidence.IndexLiveAudits} {
+		lk, _ := deploylog.KindOfIndex(kind)
+		fd, ok := dirs[lk]
+		if !ok {
+			continue
+		}
+		rel := "index/" + kind
+		var strays []string
+		err := eachName(fd, rel, func(name []byte) {
+			key, err := evidence.ParseDigest("sha256:" + string(name))
+			if err != nil {
+				strays = append(strays, string(name))
+				return
+			}
+			c.listed = append(c.listed, listedEntry{k: entryKey{kind: lk, key: key}, path: rel + "/" + key.Encoded()})
+		})
+		if err != nil {
+			c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: rel, Msg: err.Error()})
+		}
+		slices.Sort(strays)
+		for _, name := range strays {
+			c.listFindings = append(c.listFindings, LogFinding{Code: CodeIndexCorrupt, Leaf: -1, Path: rel + "/" + name,
+				Msg: fmt.Sprintf("index %s has a stray entry %q", kind, name)})
+		}
+	}
+	subjects, err := s.attestationSubjects()
+	if err != nil {
+		c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: attestationsRel, Msg: err.Error()})
+	}
+	for _, subject := range subjects {
+		es, err := s.listAttestations(subject)
+		if err != nil {
+			c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: attestationsRel + "/" + subject.Encoded(), Msg: err.Error()})
+			continue
+		}
+		for _, e := range es {
+			d := e.Statement
+			c.listed = append(c.listed, listedEntry{k: entryKey{kind: deploylog.KindAttestation, key: subject, bundle: e.Bundle},
+				path: attestationsRel + "/" + subject.Encoded() + "/" + e.Bundle.Encoded(), d: &d})
+		}
+	}
+	wg.Wait()
+	// The attestations' entries, from their listing, for the leaves that published them last.
+	for _, e := range c.listed {
+		if lf := c.lives[e.k]; e.d != nil && lf != nil {
+			c.entry[lf.leaf] = entryRead{d: *e.d, ok: true}
+		}
+	}
+	return c
+}
+
+// report adds the publications' findings to r, in the order: listings, each leaf's tombstone
+// and duplicate findings, each leaf's entry and record, the entries published outside the log.
+func (c *entryCheck) report(leaves []deploylog.Leaf, parsed []bool, r *LogReport) {
+	r.Errors = append(r.Errors, c.listFindings...)
+	n := int64(len(leaves))
 	for i, leaf := range leaves {
 		idx := int64(i)
-		if !parsed[i] || leaf.Kind == deploylog.KindTombstone || dup[i] {
+		if !c.orphan[i] && !c.dup[i] {
 			continue
 		}
 		rel := leavesRel + "/" + leafName(idx)
+		switch {
+		case c.orphan[i]:
+			r.bad(CodeLogTombstoneOrphan, idx, rel, "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
+				idx, leaf.Dropped, leaf.Key, leaf.Record)
+		case c.dup[i]:
+			r.bad(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", c.lifeOf[i].leaf, idx, leaf.Kind, leaf.Key)
+		}
+	}
+	for i, leaf := range leaves {
+		idx := int64(i)
+		if !parsed[i] || leaf.Kind == deploylog.KindTombstone || c.dup[i] {
+			continue
+		}
 		k := entryKey{kind: leaf.Kind, key: leaf.Key, bundle: leaf.Bundle}
-		e, ok := entries[k]
-		if droppedLeaf[i] {
+		lf := c.lifeOf[i]
+		e := c.entry[lf.leaf]
+		if c.dropped[i] {
 			// Retention dropped it: its record and entry may be gone. An entry still naming it,
 			// with no later publication, is an interrupted gc, which the next gc finishes.
-			if lf := lives[k]; ok && !lf.live && lf.leaf == idx && e.Digest == leaf.Record {
-				r.hint(CodeLogGCPending, idx, paths[k], "the %s entry %s that a tombstone drops is still present: an interrupted store gc, which the next one finishes", leaf.Kind, leaf.Key)
+			if e.ok && !lf.live && lf.leaf == idx && e.d.Digest == leaf.Record {
+				r.hint(CodeLogGCPending, idx, entryPath(k), "the %s entry %s that a tombstone drops is still present: an interrupted store gc, which the next one finishes", leaf.Kind, leaf.Key)
 			}
 			continue
 		}
 		switch {
-		case !ok && idx == n-1 && idx >= r.SignedSize:
-			r.hint(CodeLogPending, idx, rel, "the last leaf's %s entry %s is not written: an interrupted publication, which the next one completes", leaf.Kind, leaf.Key)
-		case !ok:
-			r.bad(CodeLogEntryMissing, idx, rel, "the %s entry %s that leaf %d records is gone", leaf.Kind, leaf.Key, idx)
-		case e.Digest != leaf.Record:
-			r.bad(CodeLogEntryMismatch, idx, paths[k], "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, e.Digest, idx, leaf.Record)
+		case e.err != nil:
+			r.badErr(idx, entryPath(k), e.err)
+		case !e.ok && idx == n-1 && idx >= r.SignedSize:
+			r.hint(CodeLogPending, idx, leavesRel+"/"+leafName(idx), "the last leaf's %s entry %s is not written: an interrupted publication, which the next one completes", leaf.Kind, leaf.Key)
+		case !e.ok:
+			r.bad(CodeLogEntryMissing, idx, leavesRel+"/"+leafName(idx), "the %s entry %s that leaf %d records is gone", leaf.Kind, leaf.Key, idx)
+		case e.d.Digest != leaf.Record:
+			r.bad(CodeLogEntryMismatch, idx, entryPath(k), "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, e.d.Digest, idx, leaf.Record)
 		}
-		if err := recErr[idx]; err != nil {
-			code := CodeLogRecordMissing
-			r.bad(code, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, err)
-		}
-	}
-	var outside []entryKey
-	for k, e := range entries {
-		lf := lives[k]
-		if lf == nil || (!lf.live && e.Digest != lf.record) {
-			outside = append(outside, k)
+		if j := c.recordOf[i]; j >= 0 && c.recErr[j] != nil {
+			r.bad(CodeLogRecordMissing, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, c.recErr[j])
 		}
 	}
-	slices.SortFunc(outside, func(a, b entryKey) int { return strings.Compare(paths[a], paths[b]) })
-	for _, k := range outside {
-		r.bad(CodeLogEntryNoLeaf, -1, paths[k], "the %s entry %s has no leaf: published outside the log", k.kind, k.key)
+	var outside []listedEntry
+	for _, e := range c.listed {
+		lf := c.lives[e.k]
+		if lf == nil {
+			outside = append(outside, e)
+			continue
+		}
+		if got := c.entry[lf.leaf]; !lf.live && got.ok && got.d.Digest != lf.record {
+			outside = append(outside, e)
+		}
 	}
+	slices.SortFunc(outside, func(a, b listedEntry) int { return strings.Compare(a.path, b.path) })
+	for _, e := range outside {
+		r.bad(CodeLogEntryNoLeaf, -1, e.path, "the %s entry %s has no leaf: published outside the log", e.k.kind, e.k.key)
+	}
+}
+
+// entryPath is the store path of the index entry k.
+func entryPath(k entryKey) string {
+	if k.kind == deploylog.KindAttestation {
+		return attestationsRel + "/" + k.key.Encoded() + "/" + k.bundle.Encoded()
+	}
+	return "index/" + k.kind.IndexKind() + "/" + k.key.Encoded()
 }
 
 // LogProof builds a C2SP tlog-proof for the leaf that publishes record: its inclusion in the
@@ -615,17 +822,28 @@ func (s *Store) ConsistencyProof(m, n int64) (tlog.TreeProof, error) {
 
 // parallel runs f(0..n-1) on a few goroutines.
 func parallel(n int64, f func(i int64)) {
-	const workers = 4
+	parallelChunks(n, func(lo, hi int64) {
+		for i := lo; i < hi; i++ {
+			f(i)
+		}
+	})
+}
+
+// parallelChunks runs f over 0..n-1 in chunks of 64, on one goroutine per core (at least two:
+// the work is mostly system calls, and a core waits on none of them).
+func parallelChunks(n int64, f func(lo, hi int64)) {
+	const chunk = 64
+	workers := max(runtime.GOMAXPROCS(0), 2)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
 			for {
-				i := next.Add(1) - 1
-				if i >= n {
+				lo := next.Add(chunk) - chunk
+				if lo >= n {
 					return
 				}
-				f(i)
+				f(lo, min(lo+chunk, n))
 			}
 		})
 	}

@@ -12,12 +12,20 @@ import (
 	"github.com/qinglong/ql3/evidence"
 )
 
+// afterTests are cleanups of state shared by several tests or benchmarks (a benchmark's large
+// fixture), run by TestMain once they all ended.
+var afterTests []func()
+
 // TestMain lets the test binary act as a child process: QL3_STORE_CHILD selects a role and
 // QL3_STORE_ROOT the store it works on.
 func TestMain(m *testing.M) {
 	switch os.Getenv("QL3_STORE_CHILD") {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		for _, f := range afterTests {
+			f()
+		}
+		os.Exit(code)
 	case "put":
 		os.Exit(childPut(os.Getenv("QL3_STORE_ROOT")))
 	case "crash":

@@ -417,9 +417,7 @@ func openObject(dirfd int, name string, d digest.Digest) (*os.File, int64, error
 // openObjectFD is openObject returning the bare descriptor, which the caller closes: the reads of
 // a listing (thousands of small files) skip os.File's set-up and the poller.
 func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
-	fd, err := sysfile.RetryEINTR(func() (int, error) {
-		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	})
+	fd, err := openRO(dirfd, name)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return -1, 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
@@ -483,26 +481,42 @@ func readObject(blobs int, d digest.Digest) ([]byte, error) {
 // neither allocates nor faults in fresh memory per object.
 var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
-// checkObject is Get without keeping the bytes: the same file checks, the content streamed
-// through SHA-256 in chunks. It returns the object's size.
+// checkObject is Get without keeping the bytes: the same file checks, the content read with
+// pread(2) into a pooled chunk buffer and streamed through SHA-256 (a file that ends where fstat
+// said takes one read: a short read past the stated size is its end). It returns the object's
+// size.
 func checkObject(blobs int, d digest.Digest) (int64, error) {
-	f, size, err := openObject(blobs, d.Encoded(), d)
+	fd, size, err := openObjectFD(blobs, d.Encoded(), d)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, io.LimitReader(f, size+1), *buf)
+	var n int64
+	for n <= size {
+		chunk := (*buf)[:min(int64(len(*buf)), size+1-n)]
+		k, err := sysfile.RetryEINTR(func() (int, error) { return unix.Pread(fd, chunk, n) })
+		if err != nil {
+			return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
+		}
+		if k == 0 {
+			break
+		}
+		h.Write(chunk[:k])
+		n += int64(k)
+		if n >= size && k < len(chunk) {
+			break
+		}
+	}
+	var sum [sha256.Size]byte
 	switch {
-	case err != nil:
-		return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 	case n > size:
 		return 0, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
 	case n < size:
 		return 0, refuse.New(CodeObjectCorrupt, "object %s shrank while being read", d)
-	case hex.EncodeToString(h.Sum(nil)) != d.Encoded():
+	case !sumIs([sha256.Size]byte(h.Sum(sum[:0])), d.Encoded()):
 		return 0, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
 	}
 	return size, nil
@@ -514,7 +528,7 @@ func checkObjectStat(st *unix.Stat_t, d digest.Digest) error {
 		return refuse.New(CodeObjectNotRegular, "object %s is not a regular file", d)
 	case st.Mode&0o7777 != ObjectMode:
 		return refuse.New(CodeObjectMode, "object %s has mode %04o, want 0400", d, st.Mode&0o7777)
-	case int(st.Uid) != os.Getuid():
+	case int(st.Uid) != processUID:
 		return refuse.New(CodeObjectOwner, "object %s is owned by uid %d", d, st.Uid)
 	case st.Nlink != 1:
 		return refuse.New(CodeObjectLinkCount, "object %s has %d links, want 1", d, st.Nlink)
