@@ -404,18 +404,9 @@ func (s *Store) get(d digest.Digest) ([]byte, error) {
 	return readObject(s.dirs[dSHA256].fd, d)
 }
 
-// openObject opens the file name in dirfd without following a symlink and checks its stat as
-// object d's.
-func openObject(dirfd int, name string, d digest.Digest) (*os.File, int64, error) {
-	fd, size, err := openObjectFD(dirfd, name, d)
-	if err != nil {
-		return nil, 0, err
-	}
-	return os.NewFile(uintptr(fd), name), size, nil
-}
-
-// openObjectFD is openObject returning the bare descriptor, which the caller closes: the reads of
-// a listing (thousands of small files) skip os.File's set-up and the poller.
+// openObjectFD opens the file name in dirfd without following a symlink and checks its stat as
+// object d's. It returns the bare descriptor, which the caller closes: the reads of a listing
+// (thousands of small files) skip os.File's set-up and the poller.
 func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
 	fd, err := openRO(dirfd, name)
 	if err != nil {
