@@ -88,8 +88,13 @@ type Filter struct {
 
 // History returns every receipt, preflight report, live-audit report and unfinished apply of st
 // (of f.Cluster only, when set), newest first: by log index when the store has a deployment log
-// (which must verify), else in the order the records prove.
-func History(st *store.Store, f Filter) (*Report, error) {
+// (which must verify), else in the order the records prove. The log's signatures are not
+// checked (HistoryWith does, given a verifier).
+func History(st *store.Store, f Filter) (*Report, error) { return HistoryWith(st, f, Options{}) }
+
+// HistoryWith is History judging the log's checkpoints with o.LogVerifier: the story says up to
+// which checkpoint it is signed (and cosigned), and marks the leaves after it unsigned.
+func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 	if f.Cluster != "" && (len(f.Cluster) > 256 || strings.ContainsAny(f.Cluster, " \t\r\n\x00/")) {
 		return nil, refuse.New(CodeClusterFilter, "cluster filter %s is not a kube-system uid", refuse.Ident(f.Cluster))
 	}
@@ -98,7 +103,7 @@ func History(st *store.Store, f Filter) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Schema: SchemaHistory, Store: st.Root(), Cluster: f.Cluster, Order: OrderRecords, Entries: []Entry{}}
-	lg, err := readLog(st)
+	lg, err := readLog(st, o)
 	if err != nil {
 		return nil, err
 	}
