@@ -107,7 +107,9 @@ func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lg != nil {
+	if lg == nil {
+		sc.byRecords()
+	} else {
 		rep.Order, rep.Log = OrderLog, &lg.state
 		for i := range sc.entries {
 			e := &sc.entries[i]
@@ -433,23 +435,31 @@ func scan(st *store.Store) (*scanned, error) {
 		})
 	}
 	wg.Wait()
-	entries := make([]Entry, 0, len(jobs))
-	nodes := make([]order.Node, 0, len(jobs))
+	sc.entries = make([]Entry, 0, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		if j.err != nil {
 			return nil, j.err
 		}
-		entries = append(entries, j.entry)
-		nodes = append(nodes, order.Node{Digest: j.entry.Digest, After: j.entry.after, Claimed: j.entry.at})
-	}
-	// Newest first, in the publication order the records prove (verdict/order), not by their times.
-	pub := order.Publication(nodes)
-	sc.entries = make([]Entry, len(entries))
-	for k, i := range pub {
-		sc.entries[len(pub)-1-k] = entries[i]
+		sc.entries = append(sc.entries, j.entry)
 	}
 	return sc, nil
+}
+
+// byRecords orders the entries newest first in the publication order the records prove
+// (verdict/order), not by their times: the order of a store without a log (with one, the leaf
+// index orders them and this is not computed).
+func (sc *scanned) byRecords() {
+	nodes := make([]order.Node, len(sc.entries))
+	for i, e := range sc.entries {
+		nodes[i] = order.Node{Digest: e.Digest, After: e.after, Claimed: e.at}
+	}
+	pub := order.Publication(nodes)
+	out := make([]Entry, len(sc.entries))
+	for k, i := range pub {
+		out[len(pub)-1-k] = sc.entries[i]
+	}
+	sc.entries = out
 }
 
 // read reads the root record of j, and for an unfinished apply its preflight, into j's entry.
