@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
 	"sort"
 	"strings"
 	"unsafe"
@@ -19,10 +18,6 @@ import (
 // index entry, the record) are bound by system calls, not by hashing: on the shared VMs a call
 // costs 1 to 3 µs. The helpers here keep each file to openat, fstat, one pread and close, without
 // a heap allocation for the name, and list a directory with large getdents buffers.
-
-// processUID is this process's uid, which every object's owner is checked against: getuid(2) is
-// a system call, made once per file otherwise. ql3 never changes its uid.
-var processUID = os.Getuid()
 
 // openFlags open a store file for reading: never through a symlink, never blocking on a FIFO.
 const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK

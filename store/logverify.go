@@ -98,7 +98,7 @@ func (r *LogReport) hint(code refuse.Code, leaf int64, path, format string, a ..
 }
 
 func (r *LogReport) badErr(leaf int64, path string, err error) {
-	r.Errors = append(r.Errors, LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: err.Error()})
+	r.Errors = append(r.Errors, LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: refuse.Detail(err)})
 }
 
 // LogVerifyOptions are VerifyLog's inputs.
@@ -550,7 +550,7 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck
 		lk, _ := deploylog.KindOfIndex(kind)
 		fd, release, ok, err := s.kindDir(kind, false)
 		if err != nil {
-			c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: "index/" + kind, Msg: err.Error()})
+			c.listFindings = append(c.listFindings, errFinding("index/" + kind, err))
 			continue
 		}
 		defer release()
@@ -594,7 +594,7 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck
 			c.listed = append(c.listed, listedEntry{k: entryKey{kind: lk, key: key}, path: rel + "/" + key.Encoded()})
 		})
 		if err != nil {
-			c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: rel, Msg: err.Error()})
+			c.listFindings = append(c.listFindings, errFinding(rel, err))
 		}
 		slices.Sort(strays)
 		for _, name := range strays {
@@ -604,12 +604,12 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck
 	}
 	subjects, err := s.attestationSubjects()
 	if err != nil {
-		c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: attestationsRel, Msg: err.Error()})
+		c.listFindings = append(c.listFindings, errFinding(attestationsRel, err))
 	}
 	for _, subject := range subjects {
 		es, err := s.listAttestations(subject)
 		if err != nil {
-			c.listFindings = append(c.listFindings, LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: attestationsRel + "/" + subject.Encoded(), Msg: err.Error()})
+			c.listFindings = append(c.listFindings, errFinding(attestationsRel + "/" + subject.Encoded(), err))
 			continue
 		}
 		for _, e := range es {
@@ -848,4 +848,9 @@ func parallelChunks(n int64, f func(lo, hi int64)) {
 		})
 	}
 	wg.Wait()
+}
+
+// errFinding is the finding of a refusal err about path, concerning no one leaf.
+func errFinding(path string, err error) LogFinding {
+	return LogFinding{Code: refuse.CodeOf(err), Leaf: -1, Path: path, Msg: refuse.Detail(err)}
 }

@@ -4,8 +4,8 @@
 // side by side with its reference in the same iterations, so load from elsewhere on the machine
 // weighs on both alike. `make bench` pipes its run into it; docs/testbed.md explains the figures.
 //
-// The deployment log's benchmarks in store/ are rows of the table by name; those of package
-// deploylog (and below it) are listed after the table as measured.
+// The deployment log's benchmarks in store/ and history's of 10,000 publications are rows of the
+// table by name; those of package deploylog (and below it) are listed after the table as measured.
 package main
 
 import (
@@ -56,6 +56,11 @@ var goals = []goal{
 	{"proof write (store.LogProof), oldest leaf of 100,000, wall", "BenchmarkLogProof/oldest", "write-ms", 1, "ms", true, 1},
 	{"proof write (store.LogProof), oldest leaf of 100,000, process CPU", "BenchmarkLogProof/oldest", "write-cpu-ms", 1, "ms", true, 0},
 	{"proof check alone (a 1,000-leaf log's proof)", "BenchmarkProofCheck", "ns/op", 1e-6, "ms", true, 0},
+	// history of 10,000 publications from the log (history/bench_test.go), in process CPU: the
+	// log verified without a key, with the log key, and under a witness policy.
+	{"history of 10,000 publications from the log, no key, process CPU", "BenchmarkHistory10k/nokey", "cpu-ms/op", 1, "ms", true, 200},
+	{"history of 10,000 publications from the log, --log-key, process CPU", "BenchmarkHistory10k/logkey", "cpu-ms/op", 1, "ms", true, 200},
+	{"history of 10,000 publications from the log, --policy, process CPU", "BenchmarkHistory10k/policy", "cpu-ms/op", 1, "ms", true, 200},
 }
 
 // differences are rows computed run by run from two rows' benchmarks: what b adds to a.
