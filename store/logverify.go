@@ -550,7 +550,7 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck
 		lk, _ := deploylog.KindOfIndex(kind)
 		fd, release, ok, err := s.kindDir(kind, false)
 		if err != nil {
-			c.listFindings = append(c.listFindings, errFinding("index/" + kind, err))
+			c.listFindings = append(c.listFindings, errFinding("index/"+kind, err))
 			continue
 		}
 		defer release()
@@ -609,7 +609,7 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck
 	for _, subject := range subjects {
 		es, err := s.listAttestations(subject)
 		if err != nil {
-			c.listFindings = append(c.listFindings, errFinding(attestationsRel + "/" + subject.Encoded(), err))
+			c.listFindings = append(c.listFindings, errFinding(attestationsRel+"/"+subject.Encoded(), err))
 			continue
 		}
 		for _, e := range es {
