@@ -34,7 +34,7 @@ type faultCommand struct {
 }
 
 var faultCommands = []faultCommand{
-	{evidence.CommandPreflight, []string{evidence.StepIdentity, evidence.StepDryRun}},
+	{evidence.CommandPreflight, []string{evidence.StepIdentity, evidence.StepVersion, evidence.StepDryRun}},
 	{evidence.CommandApply, []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
 	{evidence.CommandLiveAudit, []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
 }
