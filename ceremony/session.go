@@ -104,7 +104,7 @@ type session struct {
 	execs      []evidence.Descriptor
 	clusterUID string
 	versions   *evidence.Versions // the preflight's version read, judged
-	lastStderr digest.Digest // the stored stderr of the last kubectl run, for a refusal to point at
+	lastStderr digest.Digest      // the stored stderr of the last kubectl run, for a refusal to point at
 	started    time.Time
 	endHash    chan error // the end-of-run full kubectl hash, once started
 	// batch, when set, receives the run's evidence (inputs, kubectl output, exec records), made

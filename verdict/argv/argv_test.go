@@ -88,7 +88,7 @@ func TestCheckInvocationRefusals(t *testing.T) {
 	argvOf := func(step string) []string { a, _ := buildArgv(testExec, step, testDir, testCtx); return a }
 	env := environ(testDir)
 	apply, dry, id := argvOf(evidence.StepApply), argvOf(evidence.StepDryRun), argvOf(evidence.StepIdentity)
-	ver := argvOf(evidence.StepVersion) // ... version -o=json
+	ver := argvOf(evidence.StepVersion)                                                   // ... version -o=json
 	ns, _ := buildArgv(testExec, evidence.StepNamespaces, testDir, testCtx, testNames...) // ... get namespace qinglong team-b -o=json
 	nsWith := func(names ...string) []string {
 		return append(append(slices.Clone(ns[:6]), names...), "-o=json")
