@@ -205,7 +205,7 @@ func OpenLayout(dir string) (*Layout, error) {
 		return nil, refuse.Wrap(CodeLayout, err, "open layout %s", dir)
 	}
 	l := &Layout{dir: fd, blobs: -1, name: dir, objects: map[digest.Digest]bool{}, index: map[string]map[digest.Digest]evidence.Descriptor{
-		evidence.IndexReceipts: {}, evidence.IndexIntents: {}, evidence.IndexPreflights: {}}}
+		evidence.IndexReceipts: {}, evidence.IndexIntents: {}, evidence.IndexPreflights: {}, evidence.IndexLiveAudits: {}}}
 	if err := l.load(); err != nil {
 		l.Close()
 		return nil, err
@@ -510,7 +510,7 @@ func (l *Layout) Roots() []*Root {
 // re-hashes, every evidence manifest's layers are exactly its root's closure (CheckClosure), and
 // it lists the published roots. It keeps going after a finding.
 func (l *Layout) Verify() (*store.Report, error) {
-	r := &store.Report{Receipts: []store.IndexEntry{}, Preflights: []store.IndexEntry{}, Intents: []store.IndexEntry{},
+	r := &store.Report{Receipts: []store.IndexEntry{}, Preflights: []store.IndexEntry{}, Intents: []store.IndexEntry{}, LiveAudits: []store.IndexEntry{},
 		Unfinished: []store.IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []store.Finding{}, Hints: []store.Finding{}}
 	bad := func(path string, err error) {
 		r.Corruption = append(r.Corruption, store.Finding{Code: refuse.CodeOf(err), Path: path, Msg: err.Error()})
@@ -569,6 +569,8 @@ func (l *Layout) Verify() (*store.Report, error) {
 				r.Receipts = append(r.Receipts, e)
 			case evidence.IndexIntents:
 				r.Intents = append(r.Intents, e)
+			case evidence.IndexLiveAudits:
+				r.LiveAudits = append(r.LiveAudits, e)
 			default:
 				r.Preflights = append(r.Preflights, e)
 			}
