@@ -542,7 +542,7 @@ func (l *Layout) Verify() (*store.Report, error) {
 	r := &store.Report{Receipts: []store.IndexEntry{}, Preflights: []store.IndexEntry{}, Intents: []store.IndexEntry{}, LiveAudits: []store.IndexEntry{},
 		Unfinished: []store.IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []store.Finding{}, Hints: []store.Finding{}}
 	bad := func(path string, err error) {
-		r.Corruption = append(r.Corruption, store.Finding{Code: refuse.CodeOf(err), Path: path, Msg: err.Error()})
+		r.Corruption = append(r.Corruption, store.Finding{Code: refuse.CodeOf(err), Path: path, Msg: refuse.Detail(err)})
 	}
 	if l.blobs < 0 {
 		return nil, refuse.New(CodeLayout, "layout has no blobs/sha256 directory")

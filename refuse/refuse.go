@@ -76,6 +76,15 @@ func CodeOf(err error) Code {
 	return ""
 }
 
+// Detail is err's text for a finding that carries CodeOf(err) in a field of its own: a refusal's
+// message without its leading "CODE: ", so that a listed finding never shows its code twice.
+func Detail(err error) string {
+	if r, ok := err.(*Error); ok {
+		return r.Message()
+	}
+	return escapeControls(err.Error())
+}
+
 // As returns the first *Error in err's chain.
 func As(err error) (*Error, bool) {
 	var r *Error

@@ -29,3 +29,23 @@ func TestNestedCodeOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestDetailDropsTheCode: a finding that lists CodeOf(err) beside its message gets the refusal's
+// message without the code (once, never "CODE: CODE:"); a plain error keeps its text, escaped.
+func TestDetailDropsTheCode(t *testing.T) {
+	inner := New("LOG_CHECKPOINT_SIGNATURE", "checkpoint at size %d has no signature by the log key", 5)
+	vectors := []struct {
+		err  error
+		want string
+	}{
+		{inner, "checkpoint at size 5 has no signature by the log key"},
+		{Wrap("LOG_CHECKPOINT_SIGNATURE", inner, "checkpoint 5"), "checkpoint 5: checkpoint at size 5 has no signature by the log key"},
+		{Wrap("POLICY_LOG_SIGNATURE", inner, "policy"), "policy: LOG_CHECKPOINT_SIGNATURE: checkpoint at size 5 has no signature by the log key"},
+		{errors.New("read leaf\nfake line"), `read leaf\nfake line`},
+	}
+	for _, v := range vectors {
+		if got := Detail(v.err); got != v.want {
+			t.Errorf("Detail(%q) = %q, want %q", v.err, got, v.want)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (r *LogReport) hint(code refuse.Code, leaf int64, path, format string, a ..
 }
 
 func (r *LogReport) badErr(leaf int64, path string, err error) {
-	r.Errors = append(r.Errors, LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: err.Error()})
+	r.Errors = append(r.Errors, LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: refuse.Detail(err)})
 }
 
 // LogVerifyOptions are VerifyLog's inputs.

@@ -52,7 +52,7 @@ type Report struct {
 func (r *Report) OK() bool { return len(r.Corruption) == 0 }
 
 func (r *Report) bad(path string, err error) {
-	r.Corruption = append(r.Corruption, Finding{Code: refuse.CodeOf(err), Path: path, Msg: err.Error()})
+	r.Corruption = append(r.Corruption, Finding{Code: refuse.CodeOf(err), Path: path, Msg: refuse.Detail(err)})
 }
 
 // Verify checks every object and index entry and keeps going after a finding.
