@@ -1,6 +1,7 @@
 package ociartifact
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -36,7 +37,7 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 		r.Errors = append(r.Errors, store.LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
 	}
 	badErr := func(leaf int64, path string, err error) {
-		r.Errors = append(r.Errors, store.LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: err.Error()})
+		r.Errors = append(r.Errors, store.LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: refuse.Detail(err)})
 	}
 	hint := func(code refuse.Code, leaf int64, path, format string, a ...any) {
 		r.Hints = append(r.Hints, store.LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
@@ -85,7 +86,7 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 		}
 		c, err := CheckCarriedLog(proof, entries, a.root.Descriptor.Digest, unsignedVerifier{})
 		if err != nil {
-			badErr(-1, rel, refuse.Wrap(refuse.CodeOf(err), err, "log referrer %s", m.Digest))
+			badErr(-1, rel, err) // rel names the referrer
 			continue
 		}
 		logs = append(logs, carried{log: c, proof: blobPath(pd.Digest), entries: blobPath(ed.Digest)})
@@ -98,7 +99,7 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 		return r, nil
 	}
 	// The log is the largest carried one; every other must be a prefix of it.
-	slices.SortStableFunc(logs, func(a, b carried) int { return int(a.log.Checkpoint.Size - b.log.Checkpoint.Size) })
+	slices.SortStableFunc(logs, func(a, b carried) int { return cmp.Compare(a.log.Checkpoint.Size, b.log.Checkpoint.Size) })
 	best := logs[len(logs)-1]
 	tree, leaves := best.log.Tree, best.log.Leaves
 	r.Origin, r.Size = best.log.Checkpoint.Origin, best.log.Checkpoint.Size
