@@ -82,6 +82,35 @@ func checkpointVerifier(keyPath, policyPath string) (deploylog.CheckpointVerifie
 	return nil, nil
 }
 
+// logTrustFlags are --log-key VKEY and --policy FILE of the commands that read the log and
+// judge its checkpoints (audit, history, describe): one of the two, as log verify's --key and
+// --policy, turned into the same verifier (checkpointVerifier).
+type logTrustFlags struct {
+	key    string // the log's note verifier key
+	policy string // a tlog-policy (log key and witnesses)
+}
+
+// register adds the two flags with their command's usage lines.
+func (f *logTrustFlags) register(c *cobra.Command, keyUsage, policyUsage string) {
+	pathVar(c.Flags(), &f.key, "log-key", keyUsage)
+	pathVar(c.Flags(), &f.policy, "policy", policyUsage)
+}
+
+// given says whether either flag is set.
+func (f *logTrustFlags) given() bool { return f.key != "" || f.policy != "" }
+
+func (f *logTrustFlags) validate() error {
+	if f.key != "" && f.policy != "" {
+		return refuse.New(CodeFlagNotApplicable, "--log-key and --policy both name the log's key: give one")
+	}
+	return nil
+}
+
+// verifier loads the key or policy (nil with neither).
+func (f *logTrustFlags) verifier() (deploylog.CheckpointVerifier, error) {
+	return checkpointVerifier(f.key, f.policy)
+}
+
 // signLogAfter signs the checkpoint that includes what a command just published (--log-key):
 // the progress line names the checkpoint, never the key.
 func signLogAfter(st *store.Store, signer note.Signer, w io.Writer) error {
