@@ -51,8 +51,14 @@ type Description struct {
 }
 
 // Describe summarises the root record d of st: a published receipt, preflight report, live-audit
-// report or apply intent. Any other digest is refused with DESCRIBE_NOT_ROOT.
+// report or apply intent. Any other digest is refused with DESCRIBE_NOT_ROOT. The log's
+// signatures are not checked (DescribeWith does, given a verifier).
 func Describe(st *store.Store, d digest.Digest) (*Description, error) {
+	return DescribeWith(st, d, Options{})
+}
+
+// DescribeWith is Describe judging the log's checkpoints with o.LogVerifier, as HistoryWith.
+func DescribeWith(st *store.Store, d digest.Digest, o Options) (*Description, error) {
 	if _, err := evidence.ParseDigest(string(d)); err != nil {
 		return nil, err
 	}
@@ -167,7 +173,7 @@ func Describe(st *store.Store, d digest.Digest) (*Description, error) {
 	default:
 		return nil, refuse.New(CodeNotRoot, "%s is a record of schema %s, not a root record", d, refuse.Ident(probe.Schema))
 	}
-	lg, err := readLog(st)
+	lg, err := readLog(st, o)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +256,7 @@ func (d *Description) WriteText(w io.Writer) {
 	if d.LogIndex != nil {
 		leaf := fmt.Sprint(*d.LogIndex)
 		if d.Unsigned {
-			leaf += " (unsigned: after the last checkpoint)"
+			leaf += " (in the unsigned tail)"
 		}
 		line("log leaf", leaf)
 	}

@@ -88,8 +88,13 @@ type Filter struct {
 
 // History returns every receipt, preflight report, live-audit report and unfinished apply of st
 // (of f.Cluster only, when set), newest first: by log index when the store has a deployment log
-// (which must verify), else in the order the records prove.
-func History(st *store.Store, f Filter) (*Report, error) {
+// (which must verify), else in the order the records prove. The log's signatures are not
+// checked (HistoryWith does, given a verifier).
+func History(st *store.Store, f Filter) (*Report, error) { return HistoryWith(st, f, Options{}) }
+
+// HistoryWith is History judging the log's checkpoints with o.LogVerifier: the story says up to
+// which checkpoint it is signed (and cosigned), and marks the leaves after it unsigned.
+func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 	if f.Cluster != "" && (len(f.Cluster) > 256 || strings.ContainsAny(f.Cluster, " \t\r\n\x00/")) {
 		return nil, refuse.New(CodeClusterFilter, "cluster filter %s is not a kube-system uid", refuse.Ident(f.Cluster))
 	}
@@ -98,11 +103,13 @@ func History(st *store.Store, f Filter) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Schema: SchemaHistory, Store: st.Root(), Cluster: f.Cluster, Order: OrderRecords, Entries: []Entry{}}
-	lg, err := readLog(st)
+	lg, err := readLog(st, o)
 	if err != nil {
 		return nil, err
 	}
-	if lg != nil {
+	if lg == nil {
+		sc.byRecords()
+	} else {
 		rep.Order, rep.Log = OrderLog, &lg.state
 		for i := range sc.entries {
 			e := &sc.entries[i]
@@ -428,23 +435,31 @@ func scan(st *store.Store) (*scanned, error) {
 		})
 	}
 	wg.Wait()
-	entries := make([]Entry, 0, len(jobs))
-	nodes := make([]order.Node, 0, len(jobs))
+	sc.entries = make([]Entry, 0, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		if j.err != nil {
 			return nil, j.err
 		}
-		entries = append(entries, j.entry)
-		nodes = append(nodes, order.Node{Digest: j.entry.Digest, After: j.entry.after, Claimed: j.entry.at})
-	}
-	// Newest first, in the publication order the records prove (verdict/order), not by their times.
-	pub := order.Publication(nodes)
-	sc.entries = make([]Entry, len(entries))
-	for k, i := range pub {
-		sc.entries[len(pub)-1-k] = entries[i]
+		sc.entries = append(sc.entries, j.entry)
 	}
 	return sc, nil
+}
+
+// byRecords orders the entries newest first in the publication order the records prove
+// (verdict/order), not by their times: the order of a store without a log (with one, the leaf
+// index orders them and this is not computed).
+func (sc *scanned) byRecords() {
+	nodes := make([]order.Node, len(sc.entries))
+	for i, e := range sc.entries {
+		nodes[i] = order.Node{Digest: e.Digest, After: e.after, Claimed: e.at}
+	}
+	pub := order.Publication(nodes)
+	out := make([]Entry, len(sc.entries))
+	for k, i := range pub {
+		out[len(pub)-1-k] = sc.entries[i]
+	}
+	sc.entries = out
 }
 
 // read reads the root record of j, and for an unfinished apply its preflight, into j's entry.

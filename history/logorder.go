@@ -7,6 +7,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/qinglong/ql3/deploylog"
+	"github.com/qinglong/ql3/deploylog/policy"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -19,17 +20,47 @@ const (
 	OrderRecords = "records"
 )
 
+// Options say how History and Describe judge the log's checkpoints.
+type Options struct {
+	// LogVerifier checks every stored checkpoint's signatures as ql3 log verify does:
+	// deploylog.KeyVerifier (--log-key) or policy.Verifier (--policy, the witness quorum from the
+	// cosignatures kept beside each checkpoint). A checkpoint it refuses refuses the story. Nil:
+	// the checkpoints are checked against the leaves only, and the story says so.
+	LogVerifier deploylog.CheckpointVerifier
+}
+
 // LogState says how much of the story the log's checkpoints cover.
 type LogState struct {
 	Origin string `json:"origin"`
 	Size   int64  `json:"size"` // leaves in the log
-	// Checkpoint is the tree size of the largest stored checkpoint (0: none); its tree was
-	// recomputed from the leaves. Its signatures are checked by `ql3 log verify --key`, not here
-	// (history takes no key): SignatureChecked is false.
+	// Checkpoint is the signed size: with a verifier, the tree size of the largest checkpoint it
+	// trusts; without, of the largest stored checkpoint, whose signatures were not checked
+	// (SignatureChecked false). 0: none. Its tree was recomputed from the leaves either way.
 	Checkpoint       int64 `json:"checkpoint"`
 	SignatureChecked bool  `json:"signatureChecked"`
 	Cosignatures     int   `json:"cosignatures"` // witnesses whose cosignatures are kept beside it
 	UnsignedTail     int64 `json:"unsignedTail"` // leaves after Checkpoint
+	// CheckedBy is what checked the signatures: CheckedByLogKey or CheckedByPolicy ("" without).
+	CheckedBy string `json:"checkedBy,omitempty"`
+	// Witnesses is the policy's judgement of Checkpoint's cosignatures (CheckedByPolicy only).
+	Witnesses *Witnesses `json:"witnesses,omitempty"`
+	// Uncosigned is the size of a later checkpoint signed by the log that the policy's quorum has
+	// not cosigned (0: none): its leaves stay in the unsigned tail.
+	Uncosigned int64 `json:"uncosigned,omitempty"`
+}
+
+// What checked a story's signatures (LogState.CheckedBy).
+const (
+	CheckedByLogKey = "log-key"
+	CheckedByPolicy = "policy"
+)
+
+// Witnesses is how a witness policy judged the signed checkpoint.
+type Witnesses struct {
+	Cosigned  []string `json:"cosigned"`  // the policy's names of the witnesses whose cosignatures verify
+	Of        int      `json:"of"`        // witnesses the policy names
+	Quorum    string   `json:"quorum"`    // the policy's quorum
+	QuorumMet bool     `json:"quorumMet"` // always true of a trusted checkpoint; stated for the reader
 }
 
 // leafKinds is the log leaf kind of each history entry kind.
@@ -58,9 +89,12 @@ type tombstone struct {
 	leaf  deploylog.Leaf
 }
 
-func readLog(st *store.Store) (*logStory, error) {
-	ls, err := st.ReadLogStory(nil)
-	if refuse.CodeOf(err) == store.CodeLogNotInitialized {
+// readLog verifies and reads the log of st (with o's verifier, when given). A store without a log
+// has no log story (nil) unless a verifier asks for its signatures: then it is refused
+// (LOG_NOT_INITIALIZED), as there is nothing signed to show.
+func readLog(st *store.Store, o Options) (*logStory, error) {
+	ls, err := st.ReadLogStory(o.LogVerifier)
+	if refuse.CodeOf(err) == store.CodeLogNotInitialized && o.LogVerifier == nil {
 		return nil, nil
 	}
 	if err != nil {
@@ -72,6 +106,9 @@ func readLog(st *store.Store) (*logStory, error) {
 			Cosignatures: ls.Cosignatures, UnsignedTail: size - ls.Checkpoint},
 		index: make(map[leafRef]int64, len(ls.Leaves)),
 	}
+	if err := judgeWitnesses(&out.state, o.LogVerifier, ls); err != nil {
+		return nil, err
+	}
 	for i, l := range ls.Leaves {
 		if l.Kind != deploylog.KindTombstone {
 			out.index[leafRef{l.Kind, l.Record}] = int64(i)
@@ -80,6 +117,37 @@ func readLog(st *store.Store) (*logStory, error) {
 		}
 	}
 	return out, nil
+}
+
+// judgeWitnesses states what checked the signed checkpoint and, under a policy, which witnesses
+// cosigned it: the policy's own Evaluate over the note the store judged, not a second count.
+func judgeWitnesses(s *LogState, v deploylog.CheckpointVerifier, ls *store.LogStory) error {
+	var pol *policy.Policy
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case policy.Verifier:
+		pol = v.Policy
+	case *policy.Verifier:
+		pol = v.Policy
+	}
+	if pol == nil {
+		s.CheckedBy = CheckedByLogKey
+		return nil
+	}
+	s.CheckedBy = CheckedByPolicy
+	if ls.Latest > ls.Checkpoint {
+		s.Uncosigned = ls.Latest
+	}
+	if ls.Checkpoint == 0 {
+		return nil
+	}
+	r, err := pol.Evaluate(ls.Note)
+	if err != nil {
+		return err
+	}
+	s.Witnesses = &Witnesses{Cosigned: r.Witnesses(), Of: len(pol.Witnesses), Quorum: r.Quorum, QuorumMet: r.QuorumMet}
+	return nil
 }
 
 // place is the leaf index that publishes e's record; a root record without a leaf is refused
@@ -92,17 +160,42 @@ func (l *logStory) place(kind string, d digest.Digest) (int64, error) {
 	return i, nil
 }
 
-// writeLogLine prints the order source, and with a log how far its checkpoints cover the story.
+// writeLogLine prints the order source and, with a log, how far its checkpoints cover the story:
+// signed up to which size, by whom, and the unsigned tail; without a verifier it says plainly that
+// no signature was checked and how to check them.
 func writeLogLine(w io.Writer, order string, s *LogState) {
 	if s == nil {
 		fmt.Fprintln(w, "order: the records (this store has no deployment log)")
 		return
 	}
 	fmt.Fprintf(w, "order: the deployment log %s, %d leaves\n", refuse.Ident(s.Origin), s.Size)
-	if s.Checkpoint == 0 {
-		fmt.Fprintf(w, "signed: no checkpoint: all %d leaves are in the unsigned tail\n", s.Size)
-		return
+	fmt.Fprintln(w, logLine(s))
+}
+
+// logLine is the second line of a story told from the log (docs/lifecycle.md pins each form).
+func logLine(s *LogState) string {
+	tail := fmt.Sprintf("%d leaves in the unsigned tail", s.UnsignedTail)
+	if !s.SignatureChecked {
+		if s.Checkpoint == 0 {
+			return fmt.Sprintf("log: no checkpoint: all %d leaves are in the unsigned tail", s.Size)
+		}
+		return fmt.Sprintf("log: signatures not checked (give --log-key VKEY or --policy FILE): the largest stored checkpoint has size %d (%d witness cosignatures kept), %s",
+			s.Checkpoint, s.Cosignatures, tail)
 	}
-	fmt.Fprintf(w, "signed: up to checkpoint %d (%d witness cosignatures; signatures are checked by ql3 log verify, not here), %d leaves in the unsigned tail\n",
-		s.Checkpoint, s.Cosignatures, s.UnsignedTail)
+	if s.Checkpoint == 0 {
+		return fmt.Sprintf("log: no signed checkpoint: all %d leaves are in the unsigned tail", s.Size)
+	}
+	head := fmt.Sprintf("log: signed up to size %d (checkpoint of %s)", s.Checkpoint, refuse.Ident(s.Origin))
+	if s.Witnesses == nil {
+		return fmt.Sprintf("%s, witnesses not checked (%d cosignatures kept; give --policy FILE to check them), %s", head, s.Cosignatures, tail)
+	}
+	q := "quorum " + refuse.Ident(s.Witnesses.Quorum) + " met"
+	if s.Witnesses.Quorum == policy.None {
+		q = "quorum none: no cosignature required"
+	}
+	line := fmt.Sprintf("%s, cosigned by %d of %d witnesses (%s)", head, len(s.Witnesses.Cosigned), s.Witnesses.Of, q)
+	if s.Uncosigned > 0 {
+		line += fmt.Sprintf(", checkpoint %d not yet cosigned by the quorum", s.Uncosigned)
+	}
+	return line + ", " + tail
 }

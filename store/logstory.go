@@ -4,6 +4,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/deploylog"
+	"github.com/qinglong/ql3/refuse"
 )
 
 // LogStory is what ql3 history and describe read of the log: the verified log's leaves in commit
@@ -13,11 +14,19 @@ type LogStory struct {
 	Leaves []deploylog.Leaf // 0..Size-1, in commit order
 	// Checkpoint is the largest stored checkpoint (0 with none): its tree was recomputed from
 	// the leaves by VerifyLog. SignatureChecked says whether a verifier also accepted its
-	// signatures; without one, a stored checkpoint is reported, not trusted.
+	// signatures; with one, Checkpoint is the largest checkpoint it trusts (the signed size);
+	// without, a stored checkpoint is reported, not trusted.
 	Checkpoint       int64
 	SignatureChecked bool
+	// Latest is the largest stored checkpoint, trusted or not: above Checkpoint only under a
+	// witness policy, for a checkpoint signed by the log that the quorum has not cosigned yet.
+	Latest int64
 	// Cosignatures is the number of witnesses whose cosignatures are kept beside Checkpoint.
 	Cosignatures int
+	// Note is the signed checkpoint of size Checkpoint with the cosignature lines kept beside
+	// it, as the verifier judged it (nil without a checkpoint): a policy's reader counts its
+	// witnesses from it.
+	Note []byte
 }
 
 // ReadLogStory verifies the log (VerifyLog with v, which may be nil) and returns its leaves; a log
@@ -29,15 +38,19 @@ func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) 
 		return nil, err
 	}
 	if err := r.Err(); err != nil {
+		// A story's reader prints no findings: the hint names the command that lists them.
+		if e, ok := refuse.As(err); ok {
+			e.WithHint("the story is told only from a log that verifies: ql3 log verify --store %s (with --key or --policy) lists every finding; nothing was written", s.root)
+		}
 		return nil, err
 	}
 	ls := &LogStory{Origin: r.Origin, SignatureChecked: v != nil}
+	for _, c := range r.Checkpoints {
+		ls.Latest = max(ls.Latest, c.Size)
+	}
+	ls.Checkpoint = ls.Latest
 	if v != nil {
 		ls.Checkpoint = r.SignedSize
-	} else {
-		for _, c := range r.Checkpoints {
-			ls.Checkpoint = max(ls.Checkpoint, c.Size)
-		}
 	}
 	l, release, err := s.holdLog()
 	if err != nil {
@@ -47,6 +60,16 @@ func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) 
 	// The leaves VerifyLog read and judged: a publication appended since is not in this story.
 	ls.Leaves = leaves[:r.Size]
 	if ls.Checkpoint > 0 {
+		// Checkpoints are kept no-replace: this is the note VerifyLog judged, with the
+		// cosignatures kept beside it (a witness may have added one since: more, never fewer).
+		name := checkpointName(ls.Checkpoint)
+		b, err := readLogFile(l.checkpoints.fd, name, checkpointsRel+"/"+name, deploylog.MaxNoteSize)
+		if err != nil {
+			return nil, err
+		}
+		if ls.Note, err = withCosignatures(l, ls.Checkpoint, b); err != nil {
+			return nil, err
+		}
 		d, ok, err := openCosignatures(l)
 		if err != nil {
 			return nil, err

@@ -23,9 +23,8 @@ type auditOptions struct {
 	keyPaths []string
 	layout   string
 	keys     []*attest.PublicKey
-	logKey   string // the log's note verifier key
-	policy   string // a tlog-policy (log key and witnesses)
-	proof    string // a tlog-proof file of the subject
+	trust    logTrustFlags // --log-key, --policy
+	proof    string        // a tlog-proof file of the subject
 }
 
 func newAuditCmd(root *RootOptions) *cobra.Command {
@@ -42,8 +41,8 @@ func newAuditCmd(root *RootOptions) *cobra.Command {
 		RunE: runE(o),
 	})
 	c.Flags().StringArrayVar(&o.keyPaths, "key", nil, "trusted public key (PKIX PEM, ECDSA P-256 or Ed25519); repeatable: at least one attestation must verify")
-	pathVar(c.Flags(), &o.logKey, "log-key", "the deployment log's verifier key: the record must be included in a checkpoint it verifies")
-	pathVar(c.Flags(), &o.policy, "policy", "a C2SP tlog-policy (log key, witnesses, quorum) instead of --log-key")
+	o.trust.register(c, "the deployment log's verifier key: the record must be included in a checkpoint it verifies",
+		"a C2SP tlog-policy (log key, witnesses, quorum) instead of --log-key")
 	pathVar(c.Flags(), &o.proof, "proof", "a tlog-proof file of the record (ql3 log proof) instead of the store's log")
 	pathVar(c.Flags(), &o.layout, "layout", "audit an OCI image layout (ql3 store export, oras copy --to-oci-layout) read-only instead of a store")
 	return c
@@ -69,10 +68,10 @@ func (o *auditOptions) validate() error {
 	if o.layout != "" && o.subject.full == "" {
 		return refuse.New(refuse.CodeDigestArg, "DIGEST sha256:%s is a prefix: an OCI layout is audited by the full digest", o.subject.prefix)
 	}
-	if o.logKey != "" && o.policy != "" {
-		return refuse.New(CodeFlagNotApplicable, "--log-key and --policy both name the log's key: give one")
+	if err := o.trust.validate(); err != nil {
+		return err
 	}
-	if o.proof != "" && o.logKey == "" && o.policy == "" {
+	if o.proof != "" && !o.trust.given() {
 		return refuse.New(CodeFlagNotApplicable, "--proof needs --log-key or --policy to trust its checkpoint")
 	}
 	return nil
@@ -107,7 +106,7 @@ func (o *auditOptions) run(_ context.Context, s streams) error {
 		src = st
 	}
 	opts := audit.Options{Keys: o.keys}
-	v, err := checkpointVerifier(o.logKey, o.policy)
+	v, err := o.trust.verifier()
 	if err != nil {
 		return err
 	}

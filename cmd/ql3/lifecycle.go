@@ -89,26 +89,37 @@ func (r liveAuditResult) writeText(w io.Writer) error {
 type historyOptions struct {
 	root    *RootOptions
 	cluster string
+	trust   logTrustFlags // --log-key, --policy
 }
 
 func newHistoryCmd(root *RootOptions) *cobra.Command {
 	o := &historyOptions{root: root}
 	c := readsStore(&cobra.Command{
-		Use:   "history [--cluster-uid UID]",
+		Use:   "history [--cluster-uid UID] [--log-key VKEY | --policy FILE]",
 		Short: "List receipts, preflights, live audits and unfinished applies, newest first (offline)",
 		Long: "Reads the store offline and prints one line per receipt, preflight report, live-audit report\n" +
 			"and unfinished apply, newest first: the time, the kind, the release, the cluster UID, the\n" +
-			"context, whether it recovered, the live-audit verdict and a short digest (docs/lifecycle.md).",
-		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json",
-		Args:    cobra.NoArgs,
-		RunE:    runE(o),
+			"context, whether it recovered, the live-audit verdict and a short digest (docs/lifecycle.md).\n" +
+			"With a deployment log, by leaf index: --log-key or --policy checks the checkpoints' signatures\n" +
+			"(and witness quorum) and says up to which one the story is signed; later leaves are marked unsigned.",
+		Example: "  ql3 history --store /abs/evidence\n  ql3 history --store /abs/evidence --cluster-uid 4fd9a2fb-bc12-4e5c-b216-d4abd4edb95d -o json\n" +
+			"  ql3 history --store /abs/evidence --policy /abs/keys/log.policy",
+		Args: cobra.NoArgs,
+		RunE: runE(o),
 	})
 	c.Flags().StringVar(&o.cluster, "cluster-uid", "", "only this kube-system UID")
 	// --cluster was this flag's first name; --cluster-uid is its name everywhere (docs/cli.md).
 	c.Flags().StringVar(&o.cluster, "cluster", "", "only this kube-system UID")
 	_ = c.Flags().MarkHidden("cluster")
+	o.trust.register(c, logKeyUsage, logPolicyUsage)
 	return c
 }
+
+// Usage of history's and describe's --log-key and --policy.
+const (
+	logKeyUsage    = "the deployment log's verifier key: check every stored checkpoint's signature and say up to which the story is signed"
+	logPolicyUsage = "a C2SP tlog-policy (log key, witnesses, quorum) instead of --log-key: the story is signed up to the checkpoint the quorum cosigned"
+)
 
 func (o *historyOptions) complete(c *cobra.Command, _ []string) error {
 	if c.Flags().Changed("cluster") {
@@ -117,14 +128,18 @@ func (o *historyOptions) complete(c *cobra.Command, _ []string) error {
 	}
 	return nil
 }
-func (o *historyOptions) validate() error { return nil }
+func (o *historyOptions) validate() error { return o.trust.validate() }
 func (o *historyOptions) run(_ context.Context, s streams) error {
+	v, err := o.trust.verifier()
+	if err != nil {
+		return err
+	}
 	st, err := o.root.OpenStore()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	rep, err := history.History(st, history.Filter{Cluster: o.cluster})
+	rep, err := history.HistoryWith(st, history.Filter{Cluster: o.cluster}, history.Options{LogVerifier: v})
 	if err != nil {
 		return err
 	}
@@ -143,21 +158,25 @@ func (r historyResult) writeText(w io.Writer) error { return r.WriteText(w) }
 type describeOptions struct {
 	root    *RootOptions
 	subject digestRef
+	trust   logTrustFlags // --log-key, --policy
 }
 
 func newDescribeCmd(root *RootOptions) *cobra.Command {
 	o := &describeOptions{root: root}
-	return readsStore(&cobra.Command{
-		Use:   "describe DIGEST",
+	c := readsStore(&cobra.Command{
+		Use:   "describe DIGEST [--log-key VKEY | --policy FILE]",
 		Short: "Say in human terms what a receipt, preflight, live audit or intent records (offline)",
 		Long: "Prints a summary of a root record: for a receipt, the release, catalog commit, cluster,\n" +
 			"context, kubectl digest, when, whether it recovered, the objects with their UIDs, and which\n" +
 			"receipt it superseded and which superseded it. A digest that is not a published root record\n" +
-			"is refused with DESCRIBE_NOT_ROOT.",
-		Example: "  ql3 describe --store /abs/evidence sha256:5f0c...",
+			"is refused with DESCRIBE_NOT_ROOT. With a deployment log: its leaf, and with --log-key or\n" +
+			"--policy up to which checkpoint the story is signed (as ql3 history).",
+		Example: "  ql3 describe --store /abs/evidence sha256:5f0c...\n  ql3 describe --store /abs/evidence --log-key /abs/keys/log.vkey sha256:5f0c...",
 		Args:    cobra.ExactArgs(1),
 		RunE:    runE(o),
 	})
+	o.trust.register(c, logKeyUsage, logPolicyUsage)
+	return c
 }
 
 func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
@@ -165,8 +184,12 @@ func (o *describeOptions) complete(_ *cobra.Command, a []string) error {
 	o.subject, err = digestRefArg("DIGEST", a[0])
 	return err
 }
-func (o *describeOptions) validate() error { return nil }
+func (o *describeOptions) validate() error { return o.trust.validate() }
 func (o *describeOptions) run(_ context.Context, s streams) error {
+	v, err := o.trust.verifier()
+	if err != nil {
+		return err
+	}
 	st, err := o.root.OpenStore()
 	if err != nil {
 		return err
@@ -176,7 +199,7 @@ func (o *describeOptions) run(_ context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	d, err := history.Describe(st, subject)
+	d, err := history.DescribeWith(st, subject, history.Options{LogVerifier: v})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,8 @@
 // side by side with its reference in the same iterations, so load from elsewhere on the machine
 // weighs on both alike. `make bench` pipes its run into it; docs/testbed.md explains the figures.
 //
-// The deployment log's benchmarks in store/ are rows of the table by name; those of package
-// deploylog (and below it) are listed after the table as measured.
+// The deployment log's benchmarks in store/ and history's of 10,000 publications are rows of the
+// table by name; those of package deploylog (and below it) are listed after the table as measured.
 package main
 
 import (
@@ -47,6 +47,11 @@ var goals = []goal{
 	{"log verify of 100,000 leaves", "BenchmarkLogVerify100k", "ns/op", 1e-9, "s", true, 2},
 	{"proof write and check, 100,000-leaf log", "BenchmarkLogProof", "ns/op", 1e-6, "ms", true, 1},
 	{"proof check alone", "BenchmarkProofCheck", "ns/op", 1e-6, "ms", true, 0},
+	// history of 10,000 publications from the log (history/bench_test.go), in process CPU: the
+	// log verified without a key, with the log key, and under a witness policy.
+	{"history of 10,000 publications from the log, no key, process CPU", "BenchmarkHistory10k/nokey", "cpu-ms/op", 1, "ms", true, 200},
+	{"history of 10,000 publications from the log, --log-key, process CPU", "BenchmarkHistory10k/logkey", "cpu-ms/op", 1, "ms", true, 200},
+	{"history of 10,000 publications from the log, --policy, process CPU", "BenchmarkHistory10k/policy", "cpu-ms/op", 1, "ms", true, 200},
 }
 
 // differences are rows computed run by run from two rows' benchmarks: what b adds to a.
