@@ -1,5 +1,5 @@
 // Package ociartifact is the portable form of ql3 evidence (docs/oci.md): the closure of one root
-// record (a receipt or a preflight report) as ONE OCI artifact manifest, one layer per object.
+// record (a receipt, a preflight report or a live-audit report) as ONE OCI artifact manifest, one layer per object.
 // It holds the pure part — the manifest format, the closure check a consumer runs before it
 // trusts an artifact, the export of an OCI image layout and read-only access to one — and opens
 // no network connection, so the offline auditor may link it. Registry push and pull live in
@@ -35,7 +35,8 @@ const (
 	CodeBlobDigest refuse.Code = "OCI_BLOB_DIGEST"
 	// CodeTooLarge: a manifest, an object or the whole artifact exceeds its bound.
 	CodeTooLarge refuse.Code = "OCI_TOO_LARGE"
-	// CodeRootKind: the root names an object that is neither a receipt nor a preflight report.
+	// CodeRootKind: the root names an object that is neither a receipt, a preflight report nor a
+	// live-audit report.
 	CodeRootKind refuse.Code = "OCI_ROOT_KIND"
 	// CodeAttachment: an attachment's subject is not an object of the root's closure, or its blob
 	// is not a sigstore-style bundle blob (size, media type).
@@ -60,6 +61,9 @@ const (
 
 	KindReceipt   = "receipt"
 	KindPreflight = "preflight"
+	// KindLiveAudit: a live-audit report is a publication of its own (index/live-audits, a leaf
+	// of the log), so it is a root that travels: its closure carries the receipt it audited.
+	KindLiveAudit = "live-audit"
 )
 
 // Bounds: a manifest of 64k layers is about 16 MiB of JSON; an object is bounded like the store's.
@@ -90,8 +94,8 @@ type Root struct {
 	ClusterUID string
 	Created    string
 	// Index are the entries a store needs so that `ql3 audit` finds the root published: a
-	// receipt under its apply command (receipts, intents) and its preflight; a preflight under
-	// its own digest. Order: preflights, intents, receipts (the receipt last). CheckClosure puts
+	// receipt under its apply command (receipts, intents) and its preflight; a preflight and a
+	// live-audit report under their own digests. Order: preflights, intents, receipts (the receipt last). CheckClosure puts
 	// before them the entries of the earlier receipts the closure carries (EarlierEntries).
 	Index []store.IndexEntry
 }
@@ -126,8 +130,16 @@ func ParseRoot(d digest.Digest, b []byte) (*Root, error) {
 		desc := evidence.Descriptor{MediaType: evidence.MediaTypePreflight, Digest: d, Size: int64(len(b))}
 		return &Root{Descriptor: desc, Kind: KindPreflight, Release: pf.Lock.ReleaseVersion, ClusterUID: pf.ClusterUID,
 			Created: pf.FinishedAt, Index: []store.IndexEntry{{Kind: evidence.IndexPreflights, Key: d, Descriptor: desc}}}, nil
+	case evidence.SchemaLiveAudit:
+		var la evidence.LiveAudit
+		if err := evidence.DecodeRecord(evidence.MediaTypeLiveAudit, b, &la); err != nil {
+			return nil, err
+		}
+		desc := evidence.Descriptor{MediaType: evidence.MediaTypeLiveAudit, Digest: d, Size: int64(len(b))}
+		return &Root{Descriptor: desc, Kind: KindLiveAudit, Release: la.Lock.ReleaseVersion, ClusterUID: la.ClusterUID,
+			Created: la.FinishedAt, Index: []store.IndexEntry{{Kind: evidence.IndexLiveAudits, Key: d, Descriptor: desc}}}, nil
 	}
-	return nil, refuse.New(CodeRootKind, "root %s is neither a receipt nor a preflight report", d)
+	return nil, refuse.New(CodeRootKind, "root %s is neither a receipt, a preflight report nor a live-audit report", d)
 }
 
 // Artifact is a parsed evidence manifest.

@@ -34,95 +34,124 @@ func DefaultTag(r *Root) string { return r.Kind + "-" + r.Descriptor.Digest.Enco
 // takes it for a layout. Files are 0400 and directories 0700, like the store: an export is
 // evidence, not a workspace. It returns the artifact manifest's descriptor.
 func Export(c *Collected, dir, tag string) (ocispec.Descriptor, error) {
-	if tag == "" {
-		tag = DefaultTag(c.Root)
+	ds, err := ExportAll([]*Collected{c}, dir, []string{tag})
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return ds[0], nil
+}
+
+// ExportAll is Export of several roots' artifacts into one new layout (`ql3 store export
+// DIGEST... DIR`), so that one layout can hold every root of a store and `ql3 log verify
+// --layout` find every publication of its log in it: each artifact with its referrers and its
+// log referrer, index.json listing each evidence manifest (tagged tags[i], or DefaultTag when
+// empty) followed by its referrers, in cs's order. A blob two closures share is written once.
+// It returns the artifact manifests' descriptors.
+func ExportAll(cs []*Collected, dir string, tags []string) ([]ocispec.Descriptor, error) {
+	if len(cs) == 0 || len(tags) != len(cs) {
+		return nil, refuse.New(CodeLayout, "export of %d artifacts with %d tags", len(cs), len(tags))
+	}
+	tags = slices.Clone(tags)
+	for i, c := range cs {
+		if tags[i] == "" {
+			tags[i] = DefaultTag(c.Root)
+		}
 	}
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-		return ocispec.Descriptor{}, refuse.New(CodeLayout, "export path %q is not absolute and clean", dir)
+		return nil, refuse.New(CodeLayout, "export path %q is not absolute and clean", dir)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return ocispec.Descriptor{}, refuse.New(CodeLayout, "export directory %s exists: an export is written into a new directory", dir)
+			return nil, refuse.New(CodeLayout, "export directory %s exists: an export is written into a new directory", dir)
 		}
-		return ocispec.Descriptor{}, refuse.Wrap(CodeLayout, err, "create export directory")
+		return nil, refuse.Wrap(CodeLayout, err, "create export directory")
 	}
-	desc, err := export(c, dir, tag)
+	ds, err := export(cs, dir, tags)
 	if err != nil {
 		// dir is ours: we created it a moment ago.
 		os.RemoveAll(dir)
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
-	return desc, nil
+	return ds, nil
 }
 
-func export(c *Collected, dir, tag string) (ocispec.Descriptor, error) {
+func export(cs []*Collected, dir string, tags []string) ([]ocispec.Descriptor, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return ocispec.Descriptor{}, refuse.Wrap(CodeLayout, err, "open export directory")
+		return nil, refuse.Wrap(CodeLayout, err, "open export directory")
 	}
 	defer root.Close()
 	for _, d := range []string{"blobs", "blobs/sha256"} {
 		if err := root.Mkdir(d, 0o700); err != nil {
-			return ocispec.Descriptor{}, refuse.Wrap(CodeLayout, err, "create %s", d)
+			return nil, refuse.Wrap(CodeLayout, err, "create %s", d)
 		}
 	}
-	put := func(d digest.Digest, b []byte) error { return writeNew(root, "blobs/sha256/"+d.Encoded(), b) }
-	for _, d := range c.Closure {
-		if err := put(d.Digest, c.Blobs[d.Digest]); err != nil {
-			return ocispec.Descriptor{}, err
-		}
+	// Every blob is named by its digest and this directory is new, so a name already written
+	// holds the same bytes: putOnce skips it (closures share objects, bundles may repeat).
+	if err := putOnce(root, EmptyConfig.Digest, EmptyConfig.Data); err != nil {
+		return nil, err
 	}
-	if err := put(EmptyConfig.Digest, EmptyConfig.Data); err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	if err := put(c.Desc.Digest, c.Manifest); err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	top := c.Desc
-	top.Annotations = map[string]string{ocispec.AnnotationRefName: tag}
 	idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: []ocispec.Descriptor{top}}
-	for _, r := range c.Referrers {
-		if _, done := c.Blobs[r.Blob.Digest]; done && !slices.ContainsFunc(c.Closure, func(d evidence.Descriptor) bool { return d.Digest == r.Blob.Digest }) {
-			if err := putOnce(root, r.Blob.Digest, c.Blobs[r.Blob.Digest]); err != nil {
-				return ocispec.Descriptor{}, err
+		Manifests: []ocispec.Descriptor{}}
+	descs := make([]ocispec.Descriptor, 0, len(cs))
+	for i, c := range cs {
+		for _, d := range c.Closure {
+			if err := putOnce(root, d.Digest, c.Blobs[d.Digest]); err != nil {
+				return nil, err
 			}
 		}
-		if err := putOnce(root, r.Desc.Digest, r.Manifest); err != nil {
-			return ocispec.Descriptor{}, err
+		if err := putOnce(root, c.Desc.Digest, c.Manifest); err != nil {
+			return nil, err
 		}
-		idx.Manifests = append(idx.Manifests, r.Desc)
-	}
-	if lg := c.Log; lg != nil {
-		// The log referrer, as a registry holds it (docs/oci.md, "The log referrer").
-		for _, b := range []struct {
-			d digest.Digest
-			b []byte
-		}{{lg.Proof.Digest, c.Blobs[lg.Proof.Digest]}, {lg.Entries.Digest, c.Blobs[lg.Entries.Digest]}, {lg.Desc.Digest, lg.Manifest}} {
-			if err := putOnce(root, b.d, b.b); err != nil {
-				return ocispec.Descriptor{}, err
+		descs = append(descs, c.Desc)
+		if slices.ContainsFunc(idx.Manifests, func(m ocispec.Descriptor) bool { return m.Digest == c.Desc.Digest }) {
+			continue // the same root given twice: listed once
+		}
+		top := c.Desc
+		top.Annotations = map[string]string{ocispec.AnnotationRefName: tags[i]}
+		idx.Manifests = append(idx.Manifests, top)
+		for _, r := range c.Referrers {
+			if _, done := c.Blobs[r.Blob.Digest]; done && !slices.ContainsFunc(c.Closure, func(d evidence.Descriptor) bool { return d.Digest == r.Blob.Digest }) {
+				if err := putOnce(root, r.Blob.Digest, c.Blobs[r.Blob.Digest]); err != nil {
+					return nil, err
+				}
 			}
+			if err := putOnce(root, r.Desc.Digest, r.Manifest); err != nil {
+				return nil, err
+			}
+			idx.Manifests = append(idx.Manifests, r.Desc)
 		}
-		idx.Manifests = append(idx.Manifests, lg.Desc)
+		if lg := c.Log; lg != nil {
+			// The log referrer, as a registry holds it (docs/oci.md, "The log referrer").
+			for _, b := range []struct {
+				d digest.Digest
+				b []byte
+			}{{lg.Proof.Digest, c.Blobs[lg.Proof.Digest]}, {lg.Entries.Digest, c.Blobs[lg.Entries.Digest]}, {lg.Desc.Digest, lg.Manifest}} {
+				if err := putOnce(root, b.d, b.b); err != nil {
+					return nil, err
+				}
+			}
+			idx.Manifests = append(idx.Manifests, lg.Desc)
+		}
 	}
 	ib, err := json.Marshal(idx)
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("ociartifact: marshal index.json: %w", err)
+		return nil, fmt.Errorf("ociartifact: marshal index.json: %w", err)
 	}
 	lb, err := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("ociartifact: marshal oci-layout: %w", err)
+		return nil, fmt.Errorf("ociartifact: marshal oci-layout: %w", err)
 	}
 	if err := writeNew(root, ocispec.ImageLayoutFile, lb); err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
 	if err := writeNew(root, ocispec.ImageIndexFile, ib); err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
 	if err := syncDirs(root, "blobs/sha256", "blobs", "."); err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
-	return c.Desc, nil
+	return descs, nil
 }
 
 // putOnce writes a blob unless an identical one is already there (two bundles may share one).
@@ -205,7 +234,7 @@ func OpenLayout(dir string) (*Layout, error) {
 		return nil, refuse.Wrap(CodeLayout, err, "open layout %s", dir)
 	}
 	l := &Layout{dir: fd, blobs: -1, name: dir, objects: map[digest.Digest]bool{}, index: map[string]map[digest.Digest]evidence.Descriptor{
-		evidence.IndexReceipts: {}, evidence.IndexIntents: {}, evidence.IndexPreflights: {}}}
+		evidence.IndexReceipts: {}, evidence.IndexIntents: {}, evidence.IndexPreflights: {}, evidence.IndexLiveAudits: {}}}
 	if err := l.load(); err != nil {
 		l.Close()
 		return nil, err
@@ -510,7 +539,7 @@ func (l *Layout) Roots() []*Root {
 // re-hashes, every evidence manifest's layers are exactly its root's closure (CheckClosure), and
 // it lists the published roots. It keeps going after a finding.
 func (l *Layout) Verify() (*store.Report, error) {
-	r := &store.Report{Receipts: []store.IndexEntry{}, Preflights: []store.IndexEntry{}, Intents: []store.IndexEntry{},
+	r := &store.Report{Receipts: []store.IndexEntry{}, Preflights: []store.IndexEntry{}, Intents: []store.IndexEntry{}, LiveAudits: []store.IndexEntry{},
 		Unfinished: []store.IndexEntry{}, Unreferenced: []digest.Digest{}, Corruption: []store.Finding{}, Hints: []store.Finding{}}
 	bad := func(path string, err error) {
 		r.Corruption = append(r.Corruption, store.Finding{Code: refuse.CodeOf(err), Path: path, Msg: refuse.Detail(err)})
@@ -569,6 +598,8 @@ func (l *Layout) Verify() (*store.Report, error) {
 				r.Receipts = append(r.Receipts, e)
 			case evidence.IndexIntents:
 				r.Intents = append(r.Intents, e)
+			case evidence.IndexLiveAudits:
+				r.LiveAudits = append(r.LiveAudits, e)
 			default:
 				r.Preflights = append(r.Preflights, e)
 			}

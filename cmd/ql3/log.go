@@ -15,6 +15,7 @@ import (
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/internal/input"
 	"github.com/qinglong/ql3/internal/stablefile"
+	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -325,23 +326,29 @@ func (r logSignResult) writeText(w io.Writer) error {
 type logVerifyOptions struct {
 	root               *RootOptions
 	key, policy, since string
+	layout             string // an OCI image layout (store export) instead of a store
 }
 
 func newLogVerifyCmd(root *RootOptions) *cobra.Command {
 	o := &logVerifyOptions{root: root}
 	c := readsStore(&cobra.Command{
-		Use:   "verify [--key VKEY | --policy FILE] [--since CHECKPOINT]",
+		Use:   "verify [--layout DIR] [--key VKEY | --policy FILE] [--since CHECKPOINT]",
 		Short: "Recompute the log from its leaves and check checkpoints, entries and records",
 		Long: "Every finding is collected and printed (under -o json, the whole report, also on failure);\n" +
 			"exit 1 on any error finding. Leaves after the last trusted checkpoint are the unsigned tail:\n" +
-			"reported, not verified. --since: the log must extend that checkpoint (LOG_ROLLBACK, LOG_FORK).",
+			"reported, not verified. --since: the log must extend that checkpoint (LOG_ROLLBACK, LOG_FORK).\n" +
+			"--layout: an OCI image layout (ql3 store export), read in place without writing: the log is\n" +
+			"the leaves its log referrers carry, the checkpoints their proofs', the publications what a\n" +
+			"pull of its evidence manifests would write (OCI_LOG_MISSING without a log referrer).",
 		Example: "  ql3 log verify --store /abs/evidence --key /abs/keys/log.vkey\n" +
-			"  ql3 log verify --store /abs/copy --key /abs/keys/log.vkey --since /abs/audit/checkpoint -o json",
+			"  ql3 log verify --store /abs/copy --key /abs/keys/log.vkey --since /abs/audit/checkpoint -o json\n" +
+			"  ql3 log verify --layout /abs/export --policy /abs/audit/policy --since /abs/audit/checkpoint",
 		Args: cobra.NoArgs, RunE: runE(o),
 	})
 	pathVar(c.Flags(), &o.key, "key", "the log's note verifier key")
 	pathVar(c.Flags(), &o.policy, "policy", "a C2SP tlog-policy file (log key, witnesses, quorum)")
 	pathVar(c.Flags(), &o.since, "since", "a signed checkpoint the log must extend")
+	pathVar(c.Flags(), &o.layout, "layout", "verify the log an OCI image layout (ql3 store export) carries, read-only, instead of a store's")
 	return c
 }
 
@@ -349,6 +356,9 @@ func (o *logVerifyOptions) complete(*cobra.Command, []string) error { return nil
 func (o *logVerifyOptions) validate() error {
 	if o.key != "" && o.policy != "" {
 		return refuse.New(CodeFlagNotApplicable, "--key and --policy both name the log's key: give one (the policy holds it)")
+	}
+	if o.layout != "" && o.root.Store != "" && !o.root.storeFromEnv {
+		return refuse.New(CodeFlagNotApplicable, "--layout and --store name two copies of the log: give one")
 	}
 	return nil
 }
@@ -363,12 +373,23 @@ func (o *logVerifyOptions) run(_ context.Context, s streams) error {
 			return err
 		}
 	}
-	st, err := o.root.OpenStore()
-	if err != nil {
-		return err
+	var verify func(store.LogVerifyOptions) (*store.LogReport, error)
+	if o.layout != "" {
+		l, err := ociartifact.OpenLayout(o.layout)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		verify = l.VerifyLog
+	} else {
+		st, err := o.root.OpenStore()
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		verify = st.VerifyLog
 	}
-	defer st.Close()
-	r, err := st.VerifyLog(store.LogVerifyOptions{Verifier: v, Since: since})
+	r, err := verify(store.LogVerifyOptions{Verifier: v, Since: since})
 	if err != nil {
 		return err
 	}

@@ -228,34 +228,43 @@ type pullResult struct {
 
 func (r pullResult) writeText(w io.Writer) error { return lines(w, string(r.Root)) }
 
-// storeExportOptions: `ql3 store export DIGEST DIR`.
+// storeExportOptions: `ql3 store export DIGEST... DIR`.
 type storeExportOptions struct {
-	root    *RootOptions
-	subject digest.Digest
-	dir     string
+	root     *RootOptions
+	subjects []digest.Digest
+	dir      string
 }
 
 func newStoreExportCmd(root *RootOptions) *cobra.Command {
 	o := &storeExportOptions{root: root}
 	return readsStore(&cobra.Command{
-		Use:   "export DIGEST DIR",
-		Short: "Write a root record's closure as an OCI image layout in a new directory",
-		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send, attestations\n" +
-			"and the log referrer included (index.json lists each referrer manifest), into DIR, which must not\n" +
-			"exist; audit --layout --log-key checks the root's inclusion from the log referrer. oras, crane and skopeo work with it offline; ql3 audit\n" +
-			"--layout and ql3 store verify --layout read it in place without writing.",
-		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...",
-		Args:    cobra.ExactArgs(2),
-		RunE:    runE(o),
+		Use:   "export DIGEST... DIR",
+		Short: "Write root records' closures as an OCI image layout in a new directory",
+		Long: "Writes oci-layout, index.json and blobs/sha256 for the artifact push would send of each root,\n" +
+			"attestations and the log referrer included (index.json lists each evidence manifest, then its\n" +
+			"referrer manifests), into DIR, which must not exist; audit --layout --log-key checks a root's\n" +
+			"inclusion from its log referrer, and log verify --layout whether the layout holds every\n" +
+			"publication of the log it carries (export every root of the store for a complete archive).\n" +
+			"oras, crane and skopeo work with it offline; ql3 audit --layout, ql3 store verify --layout and\n" +
+			"ql3 log verify --layout read it in place without writing.",
+		Example: "  ql3 store export --store /abs/evidence sha256:5f0c... /abs/export\n  ql3 audit --layout /abs/export sha256:5f0c...\n" +
+			"  ql3 store export --store /abs/evidence sha256:5f0c... sha256:8cd3... /abs/archive\n" +
+			"  ql3 log verify --layout /abs/archive --key /abs/keys/log.vkey --since /abs/audit/checkpoint",
+		Args: cobra.MinimumNArgs(2),
+		RunE: runE(o),
 	})
 }
 
 func (o *storeExportOptions) complete(_ *cobra.Command, a []string) error {
-	var err error
-	if o.subject, err = digestArg("DIGEST", a[0]); err != nil {
-		return err
+	for _, s := range a[:len(a)-1] {
+		d, err := digestArg("DIGEST", s)
+		if err != nil {
+			return err
+		}
+		o.subjects = append(o.subjects, d)
 	}
-	o.dir, err = absPath("DIR", a[1])
+	var err error
+	o.dir, err = absPath("DIR", a[len(a)-1])
 	return err
 }
 func (o *storeExportOptions) validate() error { return nil }
@@ -265,32 +274,60 @@ func (o *storeExportOptions) run(_ context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
-	att, err := attachments(st, o.subject)
-	if err != nil {
+	var cs []*ociartifact.Collected
+	var arts []exportedArtifact
+	for _, subject := range o.subjects {
+		att, err := attachments(st, subject)
+		if err != nil {
+			return err
+		}
+		c, err := ociartifact.Collect(st, subject, att)
+		if err != nil {
+			return err
+		}
+		lg, err := attachLog(st, c, s.err)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+		arts = append(arts, exportedArtifact{Root: subject, Manifest: c.Desc.Digest, Tag: ociartifact.DefaultTag(c.Root), Log: lg})
+	}
+	if _, err := ociartifact.ExportAll(cs, o.dir, make([]string, len(cs))); err != nil {
 		return err
 	}
-	c, err := ociartifact.Collect(st, o.subject, att)
-	if err != nil {
-		return err
+	res := exportResult{OK: true, Layout: o.dir, Manifest: arts[0].Manifest, Tag: arts[0].Tag, Log: arts[0].Log}
+	if len(arts) > 1 {
+		res.Artifacts = arts
 	}
-	lg, err := attachLog(st, c, s.err)
-	if err != nil {
-		return err
-	}
-	desc, err := ociartifact.Export(c, o.dir, "")
-	if err != nil {
-		return err
-	}
-	return o.root.printResult(s.out, exportResult{true, o.dir, desc.Digest, ociartifact.DefaultTag(c.Root), lg}, nil)
+	return o.root.printResult(s.out, res, nil)
 }
 
-// exportResult: the OCI layout written.
+// exportResult: the OCI layout written. Manifest, Tag and Log are the first root's artifact's;
+// with several roots, Artifacts lists each.
 type exportResult struct {
-	OK       bool          `json:"ok"`
-	Layout   string        `json:"layout"`
+	OK        bool               `json:"ok"`
+	Layout    string             `json:"layout"`
+	Artifacts []exportedArtifact `json:"artifacts,omitempty"`
+	Manifest  digest.Digest      `json:"manifest"`
+	Tag       string             `json:"tag"`
+	Log       logAttached        `json:"log"`
+}
+
+// exportedArtifact is one root's artifact in the layout.
+type exportedArtifact struct {
+	Root     digest.Digest `json:"root"`
 	Manifest digest.Digest `json:"manifest"`
 	Tag      string        `json:"tag"`
 	Log      logAttached   `json:"log"`
 }
 
-func (r exportResult) writeText(w io.Writer) error { return lines(w, r.Layout, string(r.Manifest)) }
+func (r exportResult) writeText(w io.Writer) error {
+	out := []string{r.Layout}
+	if r.Artifacts == nil {
+		out = append(out, string(r.Manifest))
+	}
+	for _, a := range r.Artifacts {
+		out = append(out, string(a.Manifest))
+	}
+	return lines(w, out...)
+}
