@@ -26,7 +26,8 @@ type run struct {
 	clusterUID   string
 	fieldManager string
 	execs        []evidence.Descriptor
-	steps        []string // the steps execs must be, in order
+	steps        []string           // the steps execs must be, in order
+	versions     *evidence.Versions // a preflight report's versions member (nil in other runs)
 
 	// derived by the checks, for the checks after them
 	pc         *command.Parsed

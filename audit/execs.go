@@ -12,6 +12,10 @@ import (
 	"github.com/qinglong/ql3/verdict/kubeout"
 )
 
+// CodeVersions: a preflight report's versions member is not what its stored version read shows
+// (kubeout.ReadVersions re-derives it), or the stored read cannot be read as versions.
+const CodeVersions refuse.Code = "AUDIT_VERSIONS_MISMATCH"
+
 // execRun is one loaded exec record and its stored output.
 type execRun struct {
 	desc   evidence.Descriptor
@@ -134,6 +138,18 @@ func (a *auditor) verdicts(r *run, runs []execRun) bool {
 					return "", refuse.New(CodeClusterUID, "%s read shows kube-system uid %s, the command expects %s", step, uid, r.pc.Command.ExpectedClusterUID)
 				}
 				return fmt.Sprintf("%s: kube-system uid %s", step, uid), nil
+			}) && ok
+		case evidence.StepVersion:
+			ok = a.check(r.name("versions"), func() (string, error) {
+				v, err := kubeout.ReadVersions(er.stdout)
+				if err != nil {
+					return "", refuse.Wrap(CodeVersions, err, "the stored version read")
+				}
+				if r.versions == nil || *v != *r.versions {
+					return "", refuse.New(CodeVersions, "the report's versions member is not what the stored version read shows (kubectl %s, API server %s, %d minors apart)",
+						v.Kubectl, v.Server, v.MinorsApart)
+				}
+				return fmt.Sprintf("kubectl %s, API server %s: %d minor(s) apart, supported skew %v", v.Kubectl, v.Server, v.MinorsApart, v.SupportedSkew), nil
 			}) && ok
 		case evidence.StepDryRun, evidence.StepApply:
 			ok = a.check(r.name(step+" output"), func() (string, error) {

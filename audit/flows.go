@@ -9,17 +9,27 @@ import (
 )
 
 var (
-	preflightSteps = []string{evidence.StepIdentity, evidence.StepDryRun}
+	// preflightSteps are the execs of a preflight report with a versions member. A report without
+	// one was written before the version read: its execs are preflightStepsBefore, which are also
+	// an apply's own first two (an intent's execs).
+	preflightSteps       = []string{evidence.StepIdentity, evidence.StepVersion, evidence.StepDryRun}
+	preflightStepsBefore = []string{evidence.StepIdentity, evidence.StepDryRun}
 	// The namespace read is optional here: a receipt holds it exactly when the objects live in a
 	// namespace the manifest does not hold, which convergenceCheck binds (namespaceRead).
 	receiptSteps = []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}
 )
 
-// preflightRun is the run view of a preflight report.
+// preflightRun is the run view of a preflight report. Its versions member says which rules it was
+// written under (docs/audit.md): with it, the version read is required and must show exactly it;
+// without it, the report predates the version read and holds none.
 func preflightRun(p *evidence.Preflight, prefix string) *run {
+	steps := preflightStepsBefore
+	if p.Versions != nil {
+		steps = preflightSteps
+	}
 	return &run{prefix: prefix, command: p.Command, wantCommand: evidence.CommandPreflight, target: p.Target,
 		inputs: p.Inputs, kubeconfig: p.Kubeconfig, manifest: p.Manifest, lockReport: p.LockReport, lock: p.Lock,
-		clusterUID: p.ClusterUID, fieldManager: p.FieldManager, execs: p.Execs, steps: preflightSteps}
+		clusterUID: p.ClusterUID, fieldManager: p.FieldManager, execs: p.Execs, steps: steps, versions: p.Versions}
 }
 
 // preflightRoot audits a preflight report that is the audit's subject.
@@ -186,7 +196,7 @@ func (a *auditor) intentLink(r *run, rc *evidence.Receipt, in *evidence.Intent) 
 		return nil, true, true
 	}
 	ir := *r
-	ir.prefix, ir.execs, ir.steps, ir.clusterUID = "intent.", in.Execs, preflightSteps, in.ClusterUID
+	ir.prefix, ir.execs, ir.steps, ir.clusterUID = "intent.", in.Execs, preflightStepsBefore, in.ClusterUID
 	runs, _ = a.execsCheck(&ir)
 	return runs, true, runs != nil
 }

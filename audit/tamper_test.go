@@ -32,6 +32,14 @@ func TestTamperEveryObject(t *testing.T) {
 // the index re-pointed, each refused with its exact code (see audittest.Cases).
 func TestRewrites(t *testing.T) { audittest.RunRewrites(t, committed(t), audittest.Cases()) }
 
+// TestOldPreflightRewrites: the committed fixture's preflight reports were written before the
+// version read (no versions member, execs identity and dry-run) and pass (TestCommittedStoresPass);
+// one given a versions member must hold the version read.
+func TestOldPreflightRewrites(t *testing.T) {
+	fx := committed(t)
+	audittest.RunRewrites(t, fx, audittest.OldPreflightCases())
+}
+
 // TestIndexTampers: a damaged index, and subjects that are no published root.
 func TestIndexTampers(t *testing.T) { audittest.RunIndexTampers(t, committed(t)) }
 

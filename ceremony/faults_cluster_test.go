@@ -34,7 +34,7 @@ type faultCommand struct {
 }
 
 var faultCommands = []faultCommand{
-	{evidence.CommandPreflight, []string{evidence.StepIdentity, evidence.StepDryRun}},
+	{evidence.CommandPreflight, []string{evidence.StepIdentity, evidence.StepVersion, evidence.StepDryRun}},
 	{evidence.CommandApply, []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
 	{evidence.CommandLiveAudit, []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}},
 }
@@ -46,6 +46,9 @@ type faultKind struct {
 	inject, repair func(context.Context) error
 	code           refuse.Code
 	stepTimeout    time.Duration
+	// passes are the steps that do not meet the fault: the version read asks the API server for
+	// /version, which it answers without etcd.
+	passes []string
 }
 
 // faultPosition is where a fault is injected: before step (SetRunHook) or after it returned and
@@ -55,6 +58,20 @@ type faultPosition struct {
 }
 
 func (p faultPosition) String() string { return p.when + ":" + p.step }
+
+// hitBy is the step of c that meets fault k injected at pos: pos.hit, or the first step after it
+// that k does not pass ("" when none).
+func (c faultCommand) hitBy(k faultKind, pos faultPosition) string {
+	hit := pos.hit
+	for hit != "" && slices.Contains(k.passes, hit) {
+		i := slices.Index(c.steps, hit)
+		hit = ""
+		if i+1 < len(c.steps) {
+			hit = c.steps[i+1]
+		}
+	}
+	return hit
+}
 
 // positions are before:S and after:S for every step S of c.
 func (c faultCommand) positions() []faultPosition {
@@ -293,10 +310,10 @@ func TestCeremonyRealFaults(t *testing.T) {
 		return c.StartAPIServer(ctx)
 	}
 	kinds := []faultKind{
-		{"api-server-stopped", c.StopAPIServer, c.StartAPIServer, kubeout.CodeConnectionRefused, 0},
-		{"api-server-paused", c.PauseAPIServer, c.ResumeAPIServer, kubeout.CodeTimeout, faultStepTimeout},
-		{"etcd-stopped", c.StopEtcd, c.StartEtcd, kubeout.CodeServerError, 0},
-		{"api-server-restarted", restart, nil, "", 0},
+		{"api-server-stopped", c.StopAPIServer, c.StartAPIServer, kubeout.CodeConnectionRefused, 0, nil},
+		{"api-server-paused", c.PauseAPIServer, c.ResumeAPIServer, kubeout.CodeTimeout, faultStepTimeout, nil},
+		{"etcd-stopped", c.StopEtcd, c.StartEtcd, kubeout.CodeServerError, 0, []string{evidence.StepVersion}},
+		{"api-server-restarted", restart, nil, "", 0, nil},
 	}
 	type tally struct {
 		cases   int
@@ -408,7 +425,8 @@ func faultCase(t *testing.T, c *testcluster.Cluster, uid string, k faultKind, cm
 	if !fired {
 		t.Fatalf("the run never reached %s", pos)
 	}
-	if k.code == "" || pos.hit == "" {
+	hit := cmd.hitBy(k, pos)
+	if k.code == "" || hit == "" {
 		// No step meets the fault: the command completes on the cluster as it is.
 		r.wantDone(cmd.name, o, uid, false)
 		r.wantVerified("after the run")
@@ -427,8 +445,8 @@ func faultCase(t *testing.T, c *testcluster.Cluster, uid string, k faultKind, cm
 		}
 		return
 	}
-	r.wantFault(o.err, k.code, pos.hit)
-	intent := cmd.name == evidence.CommandApply && slices.Index(cmd.steps, pos.hit) >= slices.Index(cmd.steps, evidence.StepApply)
+	r.wantFault(o.err, k.code, hit)
+	intent := cmd.name == evidence.CommandApply && slices.Index(cmd.steps, hit) >= slices.Index(cmd.steps, evidence.StepApply)
 	n := 0
 	if intent {
 		n = 1

@@ -41,6 +41,7 @@ func TestCeremonyKillAtEveryStep(t *testing.T) {
 	}{
 		{evidence.CommandPreflight, "before:" + evidence.StepIdentity, false},
 		{evidence.CommandPreflight, "after:" + evidence.StepIdentity, false},
+		{evidence.CommandPreflight, "after:" + evidence.StepVersion, false},
 		{evidence.CommandPreflight, "after:" + evidence.StepDryRun, false},
 		{evidence.CommandApply, "before:" + evidence.StepIdentity, false},
 		{evidence.CommandApply, "after:" + evidence.StepIdentity, false},

@@ -91,6 +91,7 @@ func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablef
 			return s.readInputs()
 		}},
 		{"cluster identity read", func() error { return s.identity(ctx, evidence.StepIdentity) }},
+		{"kubectl and API server versions", func() error { return s.version(ctx) }},
 		{"server-side dry-run", func() error { s.startEndHash(); return s.dryRun(ctx) }},
 		{"re-verify inputs", s.reverifyEnd},
 		{"plan against the cluster's latest receipt (offline)", func() error {
@@ -101,7 +102,7 @@ func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablef
 		{"publish preflight report", func() error {
 			d, err := s.publishPreflight(plan)
 			if err == nil {
-				res.Preflight = d.Digest
+				res.Preflight, res.Versions = d.Digest, s.versions
 			}
 			return err
 		}},
@@ -132,6 +133,7 @@ func (s *session) publishPreflight(plan *evidence.Descriptor) (evidence.Descript
 		ClusterUID: s.clusterUID, FieldManager: evidence.FieldManager, Execs: s.execs,
 		NetworkAccess: true, KubernetesMutation: false,
 		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()), Plan: plan, Writer: buildinfo.Read().Writer(),
+		Versions: s.versions,
 	}
 	d, _, err := s.st.PutRecord(evidence.MediaTypePreflight, rec)
 	if err != nil {

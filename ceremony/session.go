@@ -2,6 +2,7 @@ package ceremony
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -73,6 +74,8 @@ type Result struct {
 	Offline       bool          `json:"offline,omitempty"` // an existing receipt was returned without any kubectl run
 	ApplyCommand  string        `json:"applyCommand,omitempty"`
 	Plan          digest.Digest `json:"plan,omitempty"` // preflight: the plan against the cluster's latest receipt
+	// Versions is what a preflight's version read showed (the report's versions member).
+	Versions *evidence.Versions `json:"versions,omitempty"`
 	// An offline answer says what it returned: the receipt's release and time, and the later
 	// receipt of the same cluster that supersedes it, if any (Rerun).
 	Release      string     `json:"release,omitempty"`
@@ -100,7 +103,8 @@ type session struct {
 	repDesc    evidence.Descriptor
 	execs      []evidence.Descriptor
 	clusterUID string
-	lastStderr digest.Digest // the stored stderr of the last kubectl run, for a refusal to point at
+	versions   *evidence.Versions // the preflight's version read, judged
+	lastStderr digest.Digest      // the stored stderr of the last kubectl run, for a refusal to point at
 	started    time.Time
 	endHash    chan error // the end-of-run full kubectl hash, once started
 	// batch, when set, receives the run's evidence (inputs, kubectl output, exec records), made
@@ -394,6 +398,38 @@ func (s *session) identity(ctx context.Context, step string) error {
 	}
 	s.clusterUID = uid
 	return nil
+}
+
+// version runs the preflight's version read and judges its stdout (kubeout.ReadVersions): a run
+// that fails, or output that is not both versions, is a refusal; a skew beyond ±1 is not (the
+// report records it and the preflight names it, SkewWarning).
+func (s *session) version(ctx context.Context) error {
+	res, err := s.run(ctx, evidence.StepVersion, nil)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		if c := kubeout.Classify(res.Stderr); c.Code != "" {
+			return c.Refusal(evidence.StepVersion, res.ExitCode, s.lastStderr)
+		}
+		return refuse.New(kubeout.CodeVersionRead, "%s: kubectl exited %d (%d bytes of stderr stored; %s)", evidence.StepVersion, res.ExitCode, len(res.Stderr), kubeout.StoreRef(s.lastStderr))
+	}
+	v, err := kubeout.ReadVersions(res.Stdout)
+	if err != nil {
+		return err
+	}
+	s.versions = v
+	return nil
+}
+
+// SkewWarning is the line that names a kubectl more than evidence.SupportedSkew minors from the
+// API server, and "" for a supported skew (or no version read).
+func SkewWarning(v *evidence.Versions) string {
+	if v == nil || v.SupportedSkew {
+		return ""
+	}
+	return fmt.Sprintf("ql3: warning: kubectl %s is %d minor versions from the API server %s: the supported skew is ±%d (docs/kubectl.md#version-skew)",
+		v.Kubectl, v.MinorsApart, v.Server, evidence.SupportedSkew)
 }
 
 // dryRun runs the server-side dry-run and refuses a non-zero exit with its classified reason.

@@ -21,7 +21,7 @@ import (
 func standInBed(t *testing.T, mode string) *bed {
 	t.Helper()
 	real := ""
-	if mode == kubectltest.ModeLostResponse {
+	if mode == kubectltest.ModeLostResponse || mode == kubectltest.ModeVersionClientOnly {
 		real = cluster.KubectlPath
 	}
 	path, d := kubectltest.BuildStandIn(t, mode, real)
@@ -131,5 +131,26 @@ func TestCeremonyStandInLostResponse(t *testing.T) {
 	}
 	if !strings.Contains(b.out.String(), "server-side apply … refused") {
 		t.Fatalf("progress does not show the refused apply step:\n%s", b.out.String())
+	}
+}
+
+// TestCeremonyStandInVersionClientOnly: a version read that exits 0 with kubectl's own version
+// alone (the real kubectl run with --client by a stand-in: a real one that reaches no server exits
+// 1) is refused with VERSION_READ_FAILED; nothing is published, and the failed read's exec record
+// holds what kubectl printed.
+func TestCeremonyStandInVersionClientOnly(t *testing.T) {
+	testcluster.Need(t)
+	b := standInBed(t, kubectltest.ModeVersionClientOnly)
+	_, err := ceremony.Preflight(context.Background(), ceremony.Options{
+		CommandFile: b.WriteCommand("preflight.json", evidence.CommandPreflight, ""), Progress: &b.out})
+	b.note(err)
+	b.wantRefused(err, kubeout.CodeVersionRead, 0)
+	if r, _ := refuse.As(err); !strings.Contains(r.Message(), "no serverVersion") {
+		t.Fatalf("message %q", r.Message())
+	}
+	e := b.failedExec(evidence.StepVersion)
+	out := b.blob(e.Stdout)
+	if e.ExitCode != 0 || !bytes.Contains(out, []byte(`"clientVersion"`)) || bytes.Contains(out, []byte(`"serverVersion"`)) {
+		t.Fatalf("stored version read: exit %d, stdout %q", e.ExitCode, out)
 	}
 }

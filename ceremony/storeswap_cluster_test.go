@@ -60,6 +60,7 @@ func TestCeremonyStoreSwappedDuringEveryStep(t *testing.T) {
 		intent  bool   // the apply published its intent before the swap
 	}{
 		{evidence.CommandPreflight, evidence.StepIdentity, false, false},
+		{evidence.CommandPreflight, evidence.StepVersion, false, false},
 		{evidence.CommandPreflight, evidence.StepDryRun, false, false},
 		{evidence.CommandPreflight, evidence.StepDryRun, true, false},
 		{evidence.CommandApply, evidence.StepIdentity, false, false},

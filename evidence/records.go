@@ -168,6 +168,7 @@ type KubeconfigSummary struct {
 // Exec steps, in the order a full apply runs them.
 const (
 	StepIdentity      = "identity"
+	StepVersion       = "version" // the preflight's kubectl version -o=json: kubectl's and the API server's versions
 	StepDryRun        = "dry-run"
 	StepApply         = "apply"
 	StepConvergence   = "convergence"
@@ -214,8 +215,9 @@ type LockBinding struct {
 	ReleaseVersion string        `json:"releaseVersion"`
 }
 
-// Preflight is the preflight report (qinglong/ql3-preflight@v1). Execs are the identity read and
-// the server-side dry-run, in that order.
+// Preflight is the preflight report (qinglong/ql3-preflight@v1). Execs are the identity read, the
+// version read and the server-side dry-run, in that order; a report without Versions was written
+// before the version read, and its execs are the identity read and the dry-run.
 type Preflight struct {
 	Schema             string        `json:"schema"`
 	Command            Descriptor    `json:"command"`
@@ -236,6 +238,22 @@ type Preflight struct {
 	Plan *Descriptor `json:"plan,omitempty"`
 	// Writer is the ql3 that wrote the report; absent in reports written before it was recorded.
 	Writer *Writer `json:"writer,omitempty"`
+	// Versions is what the version read showed (derived from its stored stdout); absent in
+	// reports written before the version read, which hold no such exec.
+	Versions *Versions `json:"versions,omitempty"`
+}
+
+// SupportedSkew is the kubectl/API server minor version skew Kubernetes supports (±1).
+const SupportedSkew = 1
+
+// Versions are kubectl's and the API server's versions as the preflight's version read printed
+// them (clientVersion.gitVersion, serverVersion.gitVersion), how many minors apart they are
+// (absolute; a different major counts as unsupported), and whether that is within SupportedSkew.
+type Versions struct {
+	Kubectl       string `json:"kubectl"`
+	Server        string `json:"server"`
+	MinorsApart   int64  `json:"minorsApart"`
+	SupportedSkew bool   `json:"supportedSkew"`
 }
 
 // Writer identifies the ql3 build that wrote a record, from its build information: informative

@@ -42,10 +42,10 @@ for i in "${!pids[@]}"; do
 	echo "== shard $i ($status): ${shards[$i]}"
 	grep -E 'faults_cluster_test.go:[0-9]+: [a-z-]+: [0-9]+ cases in|^\s*--- FAIL' "$out/shard-$i.log" || true
 done
-# Every cell of the grid ran and passed once: 4 kinds x 20 positions, and the 2 transient cases.
+# Every cell of the grid ran and passed once: 4 kinds x 26 positions, and the 2 transient cases.
 cells=$(cat "$out"/shard-*.log | grep -cE -- '--- PASS: TestCeremonyRealFaults/[^ ]+/(before|after):' || true)
 transient=$(cat "$out"/shard-*.log | grep -cE -- '--- PASS: TestCeremonyRealFaults/api-server-stopped-during-convergence/[^ ]+ ' || true)
-echo "== the grid: $cells of 96 cells and $transient of 2 transient cases passed in $(($(date +%s) - start)) s (logs: $out)"
-if [[ $failed != 0 || $cells != 96 || $transient != 2 ]]; then
+echo "== the grid: $cells of 104 cells and $transient of 2 transient cases passed in $(($(date +%s) - start)) s (logs: $out)"
+if [[ $failed != 0 || $cells != 104 || $transient != 2 ]]; then
 	exit 1
 fi

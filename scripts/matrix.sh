@@ -9,6 +9,8 @@
 # are built by build-k8s.sh (K8S_MINOR) unless cached. For every server minor N the cells are:
 # kubectl N (N's own tools), kubectl N-1 and kubectl N+1 (QL3_KUBECTL_TOOLS) when those minors
 # are in the list. MATRIX_CELLS ("server:kubectl ...", e.g. "1.37:1.36") runs only those cells.
+# Then, without MATRIX_CELLS, one step beyond the supported skew: kubectl of the oldest minor
+# against the newest API server, for TestPreflightNamesKubectlSkew alone.
 # Every cell runs the selected tests of each package in one `go test -json`;
 # the logs stay in MATRIX_OUT (default a fresh directory under $TMPDIR).
 set -euo pipefail
@@ -121,6 +123,26 @@ for cell in "${cells[@]}"; do
 	done
 done
 
+# The unsupported-skew step: kubectl of the oldest minor against the API server of the newest
+# (1.34 against 1.37, three minors apart), beyond the skew Kubernetes supports, so not a cell of the
+# suite: only TestPreflightNamesKubectlSkew, which needs it (the preflight passes, names and records
+# the skew). It must pass: `make test` skips it for want of a second kubectl.
+oldest=${minors[0]} newest=${minors[${#minors[@]} - 1]}
+skewline=""
+if [[ -z ${MATRIX_CELLS:-} ]] && ((${newest#*.} - ${oldest#*.} > 1)); then
+	log="$out/skew-server-$newest-kubectl-$oldest.json"
+	echo "matrix: unsupported skew: kube-apiserver ${version[$newest]}, kubectl ${version[$oldest]} -> $log" >&2
+	rc=0
+	QL3_K8S_TOOLS="${tools[$newest]}" QL3_KUBECTL_TOOLS="${tools[$oldest]}" go test -count=1 -json -timeout 20m \
+		-run '^TestPreflightNamesKubectlSkew$' ./ceremony/ >"$log" 2>"${log%.json}.stderr" || rc=$?
+	if [[ $rc == 0 ]] && grep -q '"Action":"pass","Package":"github.com/qinglong/ql3/ceremony","Test":"TestPreflightNamesKubectlSkew",' "$log"; then
+		skewline="unsupported skew: kube-apiserver ${version[$newest]}, kubectl ${version[$oldest]}: TestPreflightNamesKubectlSkew pass"
+	else
+		skewline="unsupported skew: kube-apiserver ${version[$newest]}, kubectl ${version[$oldest]}: TestPreflightNamesKubectlSkew FAIL($rc) or not run"
+		failed=1
+	fi
+fi
+
 echo
 printf '%-15s %-15s' kube-apiserver kubectl
 for ((c = 0; c < ${#cases[@]}; c += 2)); do printf ' %-11s' "${cases[c]}"; done
@@ -131,6 +153,7 @@ for cell in "${cells[@]}"; do
 	for ((c = 0; c < ${#cases[@]}; c += 2)); do printf ' %-11s' "${result[$cell,${cases[c]}]}"; done
 	printf ' %-9s %s\n' "${status[$cell]}" "${elapsed[$cell]}"
 done
+[[ -n $skewline ]] && echo "$skewline"
 # The kubectl texts ql3 parses, compared with the first cell's.
 first=${cells[0]// /-}
 for cell in "${cells[@]}"; do

@@ -97,6 +97,14 @@ func TestLiveAudit(t *testing.T) {
 			}
 		}
 	})
+	t.Run("preflights hold the version read", func(t *testing.T) {
+		for _, d := range []digest.Digest{l.preStraight, l.preRecovered, l.otherTarget} {
+			rep := audittest.Audit(t, l.root, d)
+			if c, ok := audittest.CheckOf(rep, "versions"); !ok || !c.OK {
+				t.Fatalf("preflight %s: versions check %+v %v", d, c, ok)
+			}
+		}
+	})
 	t.Run("recovered receipt audits the earlier attempt", func(t *testing.T) {
 		rep := audittest.Audit(t, l.root, l.recovered)
 		for _, name := range []string{"intent.execs", "intent.identity[0]", "intent.dry-run output"} {
@@ -145,6 +153,7 @@ func TestLiveAudit(t *testing.T) {
 		t.Logf("%d tampered audits", n)
 	})
 	t.Run("rewrites", func(t *testing.T) { audittest.RunRewrites(t, l.fx, audittest.Cases()) })
+	t.Run("version rewrites", func(t *testing.T) { audittest.RunRewrites(t, l.fx, audittest.VersionCases()) })
 	t.Run("index", func(t *testing.T) { audittest.RunIndexTampers(t, l.fx) })
 	if *update {
 		dir := "../testdata/store"

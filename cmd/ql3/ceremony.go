@@ -138,6 +138,13 @@ func (o *ceremonyOptions) run(ctx context.Context, s streams) error {
 	if err := o.root.printResult(s.out, r, nil); err != nil {
 		return err
 	}
+	// A kubectl out of the supported skew is named, not refused: on stderr, as progress is, so
+	// that stdout stays the one digest (json carries it as versions).
+	if w := ceremony.SkewWarning(res.Versions); w != "" {
+		if _, err := fmt.Fprintln(s.err, w); err != nil {
+			return err
+		}
+	}
 	return next(s, r.Next)
 }
 

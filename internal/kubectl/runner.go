@@ -1,4 +1,4 @@
-// Package kubectl runs the six kubectl invocations of the ceremony (docs/rationale.md#6-kubectl-invocations) and checks the
+// Package kubectl runs the seven kubectl invocations of the ceremony (docs/rationale.md#6-kubectl-invocations) and checks the
 // shape of recorded ones for the offline auditor.
 //
 // Each run gets a fresh private 0700 directory holding a copy of the verified kubeconfig and

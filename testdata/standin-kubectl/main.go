@@ -20,6 +20,10 @@
 //	               kubectl with the same argv, environment and stdin, discard its output, then
 //	               SIGKILL itself: the mutation happened, the response is lost. Every other
 //	               invocation execs the real kubectl in place (stdout, stderr, exit code pass through).
+//	version-client-only
+//	               for `version`, exec the real kubectl with --client added: its own version alone,
+//	               exit 0 (a real kubectl that reached no server exits 1). Every other invocation
+//	               execs the real kubectl in place.
 package main
 
 import (
@@ -62,6 +66,8 @@ func main() {
 		die()
 	case "lost-response":
 		lostResponse()
+	case "version-client-only":
+		versionClientOnly()
 	default:
 		fmt.Fprintf(os.Stderr, "standin-kubectl: built without a known mode (%q)\n", mode)
 		os.Exit(125)
@@ -126,4 +132,20 @@ func lostResponse() {
 	c := &exec.Cmd{Path: real, Args: argv, Env: os.Environ(), Stdin: os.Stdin}
 	_ = c.Run() // whatever it answered is lost with us
 	die()
+}
+
+func versionClientOnly() {
+	if !strings.HasPrefix(real, "/") {
+		fmt.Fprintln(os.Stderr, "standin-kubectl: version-client-only built without an absolute main.real")
+		os.Exit(125)
+	}
+	argv := append([]string{real}, os.Args[1:]...)
+	for _, a := range os.Args[1:] {
+		if a == "version" {
+			argv = append(argv, "--client")
+		}
+	}
+	err := syscall.Exec(real, argv, os.Environ())
+	fmt.Fprintln(os.Stderr, "standin-kubectl: exec real kubectl:", err)
+	os.Exit(126)
 }

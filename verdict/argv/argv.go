@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	// CodeUnknownStep: the step name is not one of the six ceremony steps.
+	// CodeUnknownStep: the step name is not one of the seven ceremony steps.
 	CodeUnknownStep refuse.Code = "KUBECTL_UNKNOWN_STEP"
 	// CodeArgvShape: a recorded argv is not exactly the fixed invocation of its step.
 	CodeArgvShape refuse.Code = "KUBECTL_ARGV_SHAPE"
@@ -28,6 +28,7 @@ const (
 // them may ever carry --force-conflicts: a conflict must refuse, not take ownership.
 var stepArgs = map[string][]string{
 	evidence.StepIdentity:      {"get", "namespace", "kube-system", "-o=json"},
+	evidence.StepVersion:       {"version", "-o=json"},
 	evidence.StepDryRun:        {"apply", "--server-side", "--field-manager=" + evidence.FieldManager, "--dry-run=server", "--validate=strict", "-f=-"},
 	evidence.StepApply:         {"apply", "--server-side", "--field-manager=" + evidence.FieldManager, "--validate=strict", "-f=-"},
 	evidence.StepConvergence:   {"get", "-f=-", "-o=json", "--show-managed-fields=true"},
@@ -86,10 +87,11 @@ func TakesOperands(step string) bool {
 	return ok
 }
 
-// Steps lists the step names in the order a full apply runs them. The namespace read runs only
+// Steps lists the step names in the order a preflight and a full apply run them: the version read
+// runs in a preflight only (between its identity read and dry-run); the namespace read runs only
 // when the applied objects live in namespaces the manifest does not hold.
 func Steps() []string {
-	return []string{evidence.StepIdentity, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}
+	return []string{evidence.StepIdentity, evidence.StepVersion, evidence.StepDryRun, evidence.StepApply, evidence.StepConvergence, evidence.StepNamespaces, evidence.StepIdentityFinal}
 }
 
 // StepArgs returns a copy of the fixed arguments of step (after the global flags), without the

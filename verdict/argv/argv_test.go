@@ -35,13 +35,14 @@ func validInvocation(t testing.TB, step string) ([]string, []string) {
 func TestStepTable(t *testing.T) {
 	want := map[string]string{
 		evidence.StepIdentity:      "get namespace kube-system -o=json",
+		evidence.StepVersion:       "version -o=json",
 		evidence.StepDryRun:        "apply --server-side --field-manager=qinglong3-catalog-lock --dry-run=server --validate=strict -f=-",
 		evidence.StepApply:         "apply --server-side --field-manager=qinglong3-catalog-lock --validate=strict -f=-",
 		evidence.StepConvergence:   "get -f=- -o=json --show-managed-fields=true",
 		evidence.StepNamespaces:    "get namespace -o=json",
 		evidence.StepIdentityFinal: "get namespace kube-system -o=json",
 	}
-	if got := Steps(); !slices.Equal(got, []string{"identity", "dry-run", "apply", "convergence", "namespaces", "identity-final"}) {
+	if got := Steps(); !slices.Equal(got, []string{"identity", "version", "dry-run", "apply", "convergence", "namespaces", "identity-final"}) {
 		t.Fatalf("Steps() = %q", got)
 	}
 	for _, step := range Steps() {
@@ -87,6 +88,7 @@ func TestCheckInvocationRefusals(t *testing.T) {
 	argvOf := func(step string) []string { a, _ := buildArgv(testExec, step, testDir, testCtx); return a }
 	env := environ(testDir)
 	apply, dry, id := argvOf(evidence.StepApply), argvOf(evidence.StepDryRun), argvOf(evidence.StepIdentity)
+	ver := argvOf(evidence.StepVersion)                                                   // ... version -o=json
 	ns, _ := buildArgv(testExec, evidence.StepNamespaces, testDir, testCtx, testNames...) // ... get namespace qinglong team-b -o=json
 	nsWith := func(names ...string) []string {
 		return append(append(slices.Clone(ns[:6]), names...), "-o=json")
@@ -159,6 +161,16 @@ func TestCheckInvocationRefusals(t *testing.T) {
 		{"namespace read of pods", evidence.StepNamespaces, testCtx, replace(ns, 5, "pods"), env, CodeArgvShape},
 		{"namespace read with --all-namespaces", evidence.StepNamespaces, testCtx, slices.Insert(slices.Clone(ns), 6, "--all-namespaces"), env, CodeArgvShape},
 		{"identity read with a name added", evidence.StepIdentity, testCtx, slices.Insert(slices.Clone(id), 7, "qinglong"), env, CodeArgvShape},
+		{"version read as yaml", evidence.StepVersion, testCtx, replace(ver, 5, "-o=yaml"), env, CodeArgvShape},
+		{"version read without -o=json", evidence.StepVersion, testCtx, ver[:5], env, CodeArgvShape},
+		{"version read --client", evidence.StepVersion, testCtx, slices.Insert(slices.Clone(ver), 5, "--client"), env, CodeArgvShape},
+		{"version read --client=true in place of -o=json", evidence.StepVersion, testCtx, replace(ver, 5, "--client=true"), env, CodeArgvShape},
+		{"version read with an operand", evidence.StepVersion, testCtx, append(slices.Clone(ver), "qinglong"), env, CodeArgvShape},
+		{"version read with -o json as two arguments", evidence.StepVersion, testCtx, append(replace(ver, 5, "-o"), "json"), env, CodeArgvShape},
+		{"identity read recorded as the version read", evidence.StepVersion, testCtx, id, env, CodeArgvShape},
+		{"version read recorded as the identity read", evidence.StepIdentity, testCtx, ver, env, CodeArgvShape},
+		{"version read with another context", evidence.StepVersion, testCtx, replace(ver, 2, "--context=other"), env, CodeArgvShape},
+		{"version read with a proxy in env", evidence.StepVersion, testCtx, ver, append(slices.Clone(env), "HTTPS_PROXY=http://proxy:3128"), CodeEnvShape},
 		{"namespace read's argv recorded as the final identity read", evidence.StepIdentityFinal, testCtx, ns, env, CodeArgvShape},
 	}
 	// --force-conflicts in every position, and in place of every step argument.

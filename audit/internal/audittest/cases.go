@@ -252,7 +252,7 @@ func Cases() []Rewrite {
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
 		{"preflight with --force-conflicts on its dry-run, apply command re-pointed", argv.CodeArgvShape, func(f *Forger, fx *Fixture) evidence.Descriptor {
-			Edit(f, Rec[evidence.Preflight](f, fx.Roots.Preflight).Execs[1], func(e *evidence.Exec) { e.Argv = append(e.Argv, "--force-conflicts") })
+			Edit(f, preflightDryRun(f, fx), func(e *evidence.Exec) { e.Argv = append(e.Argv, "--force-conflicts") })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
 		{"intent: another clusterUid", audit.CodeClusterUID, func(f *Forger, fx *Fixture) evidence.Descriptor {

@@ -31,6 +31,7 @@ func chainCases() []Rewrite {
 		// One exec record, one run.
 		{"chain: the apply's identity read and dry-run are the preflight's exec records", audit.CodeExecReused, func(f *Forger, fx *Fixture) evidence.Descriptor {
 			p := Rec[evidence.Preflight](f, fx.Roots.Preflight).Execs
+			p = []evidence.Descriptor{p[xIdentity], p[len(p)-1]} // identity read and dry-run
 			Edit(f, Rec[evidence.Receipt](f, fx.Roots.Receipt).Intent, func(in *evidence.Intent) { in.Execs = slices.Clone(p) })
 			r1 := f.Rewrite(fx.Roots.Receipt)
 			Edit(f, r1, func(r *evidence.Receipt) { r.Execs[xIdentity], r.Execs[xDryRun] = p[0], p[1] })
@@ -39,6 +40,7 @@ func chainCases() []Rewrite {
 		{"chain: a recovered receipt whose earlier attempt is its preflight's runs", audit.CodeExecReused, func(f *Forger, fx *Fixture) evidence.Descriptor {
 			rc := Rec[evidence.Receipt](f, fx.Roots.RecoveredReceipt)
 			p := Rec[evidence.Preflight](f, rc.Preflight).Execs
+			p = []evidence.Descriptor{p[xIdentity], p[len(p)-1]} // identity read and dry-run
 			Edit(f, rc.Intent, func(in *evidence.Intent) { in.Execs = slices.Clone(p) })
 			return f.Rewrite(fx.Roots.RecoveredReceipt)
 		}},
@@ -71,7 +73,7 @@ func chainCases() []Rewrite {
 			return execEdit(xIdentityFinal, func(e *evidence.Exec) { e.StartedAt = conv.StartedAt })(f, fx)
 		}},
 		{"chain: the apply's identity read started before the preflight's dry-run finished", audit.CodeExecTime, func(f *Forger, fx *Fixture) evidence.Descriptor {
-			pdry := Rec[evidence.Exec](f, Rec[evidence.Preflight](f, fx.Roots.Preflight).Execs[xDryRun])
+			pdry := Rec[evidence.Exec](f, preflightDryRun(f, fx))
 			return execEdit(xIdentity, func(e *evidence.Exec) { e.StartedAt = pdry.StartedAt })(f, fx)
 		}},
 		{"chain: a recovered receipt's identity read started before its earlier attempt's dry-run finished", audit.CodeExecTime, func(f *Forger, fx *Fixture) evidence.Descriptor {
@@ -100,7 +102,7 @@ func chainCases() []Rewrite {
 		{"preflight: dry-run started before its identity read finished", audit.CodeExecTime, func(f *Forger, fx *Fixture) evidence.Descriptor {
 			p := Rec[evidence.Preflight](f, fx.Roots.Preflight)
 			id := Rec[evidence.Exec](f, p.Execs[xIdentity])
-			Edit(f, p.Execs[xDryRun], func(e *evidence.Exec) { e.StartedAt = id.StartedAt })
+			Edit(f, preflightDryRun(f, fx), func(e *evidence.Exec) { e.StartedAt = id.StartedAt })
 			return f.Rewrite(fx.Roots.Preflight)
 		}},
 
@@ -117,7 +119,7 @@ func chainCases() []Rewrite {
 		})},
 		{"exec: run directory named beyond uint64", audit.CodeArgvForm, execEdit(xApply, func(e *evidence.Exec) { inDir(e, "/tmp/ql3-kubectl-18446744073709551616") })},
 		{"preflight with its dry-run through /proc/self/fd/08, apply command re-pointed", audit.CodeArgvForm, func(f *Forger, fx *Fixture) evidence.Descriptor {
-			Edit(f, Rec[evidence.Preflight](f, fx.Roots.Preflight).Execs[xDryRun], func(e *evidence.Exec) { e.Argv[0] = "/proc/self/fd/08" })
+			Edit(f, preflightDryRun(f, fx), func(e *evidence.Exec) { e.Argv[0] = "/proc/self/fd/08" })
 			return f.Rewrite(fx.Roots.Receipt)
 		}},
 		{"intent: recovered receipt's earlier identity read through /proc/self/fd/0009", audit.CodeArgvForm, func(f *Forger, fx *Fixture) evidence.Descriptor {
@@ -182,7 +184,7 @@ func ChainSeeds(t testing.TB, fx *Fixture) []Seed {
 	blob := func(d evidence.Descriptor) []byte { return fx.Snap["blobs/sha256/"+d.Digest.Encoded()] }
 	return []Seed{
 		{"chain-reuse-preflight-identity", rc.Execs[xIdentity], blob(p.Execs[xIdentity]), audit.CodeExecReused},
-		{"chain-reuse-preflight-dry-run", rc.Execs[xDryRun], blob(p.Execs[xDryRun]), audit.CodeExecReused},
+		{"chain-reuse-preflight-dry-run", rc.Execs[xDryRun], blob(p.Execs[len(p.Execs)-1]), audit.CodeExecReused},
 		{"chain-identity-final-is-identity-renamed", rc.Execs[xIdentityFinal], edited(rc.Execs[xIdentity], func(e *evidence.Exec) {
 			e.Step = evidence.StepIdentityFinal
 		}), audit.CodeExecRunDir},

@@ -26,6 +26,8 @@ const (
 	ModePartial      = "partial"
 	ModePartialKill  = "partial-kill"
 	ModeLostResponse = "lost-response"
+	// ModeVersionClientOnly answers the version read with kubectl's own version alone, exit 0.
+	ModeVersionClientOnly = "version-client-only"
 )
 
 // FloodBytes is how much the flood mode writes to stdout; FloodLine is the line it repeats.
@@ -37,10 +39,10 @@ const (
 // PartialJSON is exactly what the partial modes write to stdout before they exit or die.
 const PartialJSON = `{"apiVersion":"v1","kind":"Namespace","metadata":{"creationTimestamp":"2025-01-01T00:00:00Z","name":"kube-system","resourceVersion":"1`
 
-var modes = []string{ModeHang, ModeFlood, ModeChatty, ModePartial, ModePartialKill, ModeLostResponse}
+var modes = []string{ModeHang, ModeFlood, ModeChatty, ModePartial, ModePartialKill, ModeLostResponse, ModeVersionClientOnly}
 
 // BuildStandIn builds the stand-in in mode (realKubectl is the absolute path of the real kubectl
-// that lost-response delegates to; "" for the other modes) and returns its path in a fresh private
+// that lost-response and version-client-only delegate to; "" for the other modes) and returns its path in a fresh private
 // 0700 directory (binary 0755, owned by the current uid, one link) and its digest, so that
 // stablefile.OpenExecutable accepts it.
 func BuildStandIn(t testing.TB, mode, realKubectl string) (string, digest.Digest) {
@@ -48,7 +50,7 @@ func BuildStandIn(t testing.TB, mode, realKubectl string) (string, digest.Digest
 	if !slices.Contains(modes, mode) {
 		t.Fatalf("kubectltest: unknown stand-in mode %q", mode)
 	}
-	if mode == ModeLostResponse && !filepath.IsAbs(realKubectl) {
+	if (mode == ModeLostResponse || mode == ModeVersionClientOnly) && !filepath.IsAbs(realKubectl) {
 		t.Fatalf("kubectltest: mode %s needs the absolute path of the real kubectl", mode)
 	}
 	// -ldflags splits on spaces and honours quotes: such a path would be cut.
