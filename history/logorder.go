@@ -120,7 +120,7 @@ func readLog(st *store.Store, o Options) (*logStory, error) {
 }
 
 // judgeWitnesses states what checked the signed checkpoint and, under a policy, which witnesses
-// cosigned it: the policy's own Evaluate over the note the store judged, not a second count.
+// cosigned it: the policy's own judgement of the note the store trusted, not a second count.
 func judgeWitnesses(s *LogState, v deploylog.CheckpointVerifier, ls *store.LogStory) error {
 	var pol *policy.Policy
 	switch v := v.(type) {
@@ -142,7 +142,9 @@ func judgeWitnesses(s *LogState, v deploylog.CheckpointVerifier, ls *store.LogSt
 	if ls.Checkpoint == 0 {
 		return nil
 	}
-	r, err := pol.Evaluate(ls.Note)
+	// Check, not Evaluate: the store trusted this checkpoint under the policy, so its quorum is
+	// met; a note that no longer meets it (changed between the reads) is refused, not reported.
+	r, err := pol.Check(ls.Note)
 	if err != nil {
 		return err
 	}
