@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -436,6 +437,32 @@ func TestLogAttacks(t *testing.T) {
 		s, _, _, _ := setup(t)
 		os.Remove(leafPath(s, 100))
 		run(t, s, LogVerifyOptions{Verifier: kv}, CodeLogLeafMissing)
+	})
+	// Runs of missing indexes are one finding each: 100..149 removed and 200 removed are two,
+	// and a stray copy of a leaf under a huge index adds one, not 10^10.
+	t.Run("leaves missing in runs", func(t *testing.T) {
+		s, _, _, _ := setup(t)
+		for i := int64(100); i < 150; i++ {
+			os.Remove(leafPath(s, i))
+		}
+		os.Remove(leafPath(s, 200))
+		b, _ := os.ReadFile(leafPath(s, 5))
+		os.WriteFile(leafPath(s, 10_000_000_000), b, 0o400)
+		r := verifyLog(t, s, LogVerifyOptions{Verifier: kv})
+		var got []string
+		for _, f := range r.Errors {
+			if f.Code == CodeLogLeafMissing {
+				got = append(got, fmt.Sprintf("%d %s", f.Leaf, f.Msg))
+			}
+		}
+		want := []string{
+			"100 leaves 100 to 149 are missing, 50 leaves (the log has leaves up to 10000000000)",
+			"200 leaf 200 is missing (the log has leaves up to 10000000000)",
+			"300 leaves 300 to 9999999999 are missing, 9999999700 leaves (the log has leaves up to 10000000000)",
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("LOG_LEAF_MISSING findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	})
 	t.Run("leaf duplicated", func(t *testing.T) {
 		s, _, _, _ := setup(t)

@@ -208,14 +208,22 @@ func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []boo
 	for n < int64(len(idxs)) && idxs[n] == n {
 		n++
 	}
+	// One finding per run of missing indexes, not per index: a single stray name like
+	// 00000000010000000000 would otherwise make billions of findings.
 	if len(idxs) > 0 {
-		last, j := idxs[len(idxs)-1], n
-		for i := n; i <= last; i++ {
-			if j < int64(len(idxs)) && idxs[j] == i {
-				j++
-				continue
+		last := idxs[len(idxs)-1]
+		for j := n; j < int64(len(idxs)); j++ {
+			from := n
+			if j > 0 {
+				from = idxs[j-1] + 1
 			}
-			r.bad(CodeLogLeafMissing, i, leavesRel+"/"+leafName(i), "leaf %d is missing (the log has leaves up to %d)", i, last)
+			if to := idxs[j] - 1; from <= to {
+				if from == to {
+					r.bad(CodeLogLeafMissing, from, leavesRel+"/"+leafName(from), "leaf %d is missing (the log has leaves up to %d)", from, last)
+				} else {
+					r.bad(CodeLogLeafMissing, from, leavesRel+"/"+leafName(from), "leaves %d to %d are missing, %d leaves (the log has leaves up to %d)", from, to, to-from+1, last)
+				}
+			}
 		}
 	}
 	leaves := make([]deploylog.Leaf, n)
