@@ -93,7 +93,9 @@ type Cluster struct {
 	PIDs   []int
 	ownDir bool
 	detach bool
-	pki    *pki
+	// starting is true while Start waits for readiness: a process that exits then fails the start.
+	starting bool
+	pki      *pki
 
 	etcd, apiserver *proc
 	etcdClient      string // etcd's client URL
@@ -120,17 +122,43 @@ func (p *proc) running() bool {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("testcluster: free port: %w", err)
+// freePorts returns n distinct free loopback ports. Every listener stays open until all n are
+// chosen: closing each at once let the kernel hand the same port out twice (etcd's peer port and
+// the API server's port were once equal, and the API server could not bind).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("testcluster: free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
-// Start launches a fresh cluster and waits until kube-system can be read.
-func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) {
+// startAttempts bounds Start's retries after a port was taken between its choice and its bind
+// (by a process of another test; ports are chosen free but released before etcd and the API
+// server bind them).
+const startAttempts = 3
+
+// Start launches a fresh cluster and waits until kube-system can be read. A start that fails
+// because a chosen port was taken meanwhile is retried on new ports, in a new directory when
+// Start owns it.
+func Start(ctx context.Context, t *Tools, opts Options) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, t, opts)
+		if err == nil || attempt == startAttempts || !errors.Is(err, errPortTaken) || opts.Dir != "" {
+			return c, err
+		}
+	}
+}
+
+// errPortTaken marks a start whose etcd or API server exited because its port was in use.
+var errPortTaken = errors.New("testcluster: a chosen port was taken before it was bound")
+
+func start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) {
 	dir := opts.Dir
 	own := dir == ""
 	if own {
@@ -173,11 +201,9 @@ func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) 
 			return nil, fmt.Errorf("testcluster: %w", err)
 		}
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
@@ -211,7 +237,10 @@ func Start(ctx context.Context, t *Tools, opts Options) (_ *Cluster, err error) 
 	if err = os.WriteFile(c.KubeconfigPath, c.kubeconfig, 0o600); err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
-	if err = c.waitReady(ctx); err != nil {
+	c.starting = true
+	err = c.waitReady(ctx)
+	c.starting = false
+	if err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -281,12 +310,39 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 				return nil
 			}
 		}
+		if c.starting {
+			if err := c.exited(); err != nil {
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("testcluster: cluster not ready: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// exited reports a cluster process that has ended while Start waits for it: waiting out the
+// deadline would only hide why. (After a fault control, a process may be down on purpose.) A bind refused for a port in use is errPortTaken, which Start
+// retries.
+func (c *Cluster) exited() error {
+	for _, p := range []*proc{c.etcd, c.apiserver} {
+		if p == nil || p.done == nil || p.paused {
+			continue
+		}
+		select {
+		case <-p.done:
+		default:
+			continue
+		}
+		log, _ := os.ReadFile(filepath.Join(c.Dir, p.name+".log"))
+		if bytes.Contains(log, []byte("address already in use")) {
+			return fmt.Errorf("testcluster: %s exited: %w", p.name, errPortTaken)
+		}
+		return fmt.Errorf("testcluster: %s exited before the cluster was ready", p.name)
+	}
+	return nil
 }
 
 func (c *Cluster) renderKubeconfig() []byte {

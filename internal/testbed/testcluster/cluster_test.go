@@ -141,3 +141,17 @@ func snapshot(home string) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFreePortsDistinct: the ports of one cluster are distinct (a CI run once gave etcd's peer
+// port to the API server too, which then could not bind).
+func TestFreePortsDistinct(t *testing.T) {
+	for range 50 {
+		ports, err := freePorts(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ports[0] == ports[1] || ports[1] == ports[2] || ports[0] == ports[2] {
+			t.Fatalf("ports %v not distinct", ports)
+		}
+	}
+}
