@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/ql3/deploylog/policy"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/history"
+	"github.com/qinglong/ql3/internal/testbed/witnesstest"
 )
 
 // directLog lays out a store's objects, index entries and log as files, without fsync (a
@@ -111,8 +112,8 @@ func historyFixture(b *testing.B, n int) (*synth, deploylog.KeyVerifier, policy.
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := newTestCosigner(b, "w1.example")
-	if _, err := s.st.PutCosignatures(int64(signedAt), w.v, w.cosign(b, cp, 100)); err != nil {
+	w := witnesstest.NewCosigner(b, "w1.example")
+	if _, err := s.st.PutCosignatures(int64(signedAt), w.Verifier, w.Cosign(b, cp, 100)); err != nil {
 		b.Fatal(err)
 	}
 	s.direct.leaves = all

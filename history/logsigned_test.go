@@ -2,11 +2,6 @@ package history_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,44 +11,12 @@ import (
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/deploylog/policy"
 	"github.com/qinglong/ql3/history"
+	"github.com/qinglong/ql3/internal/testbed/witnesstest"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
 
 const testOrigin = "example.com/ql3/test"
-
-// testCosigner makes Ed25519 cosignature/v1 lines (c2sp.org/tlog-cosignature) for these tests
-// only; the real witness (litewitness) cosigns in cmd/ql3's history-log-witness script.
-type testCosigner struct {
-	name string
-	priv ed25519.PrivateKey
-	v    *policy.CosignatureVerifier
-}
-
-func newTestCosigner(t testing.TB, name string) testCosigner {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := policy.NewCosignatureVerifierFromKey(name, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testCosigner{name, priv, v}
-}
-
-func (c testCosigner) cosign(t testing.TB, signed []byte, ts uint64) []byte {
-	t.Helper()
-	text, _, ok := strings.Cut(string(signed), "\n\n")
-	if !ok {
-		t.Fatal("not a note")
-	}
-	sig := ed25519.Sign(c.priv, fmt.Appendf(nil, "cosignature/v1\ntime %d\n%s\n", ts, text))
-	h := sha256.Sum256(append([]byte(c.name+"\n\x04"), c.priv.Public().(ed25519.PublicKey)...))
-	b := append(binary.BigEndian.AppendUint64(h[:4:4], ts), sig...)
-	return []byte("— " + c.name + " " + base64.StdEncoding.EncodeToString(b) + "\n")
-}
 
 // logKey is a new note signer of testOrigin, its verifier and the verifier key's text.
 func logKey(t testing.TB) (note.Signer, deploylog.KeyVerifier, string) {
@@ -73,17 +36,13 @@ func logKey(t testing.TB) (note.Signer, deploylog.KeyVerifier, string) {
 	return sg, deploylog.KeyVerifier{V: v}, vkey
 }
 
-func newPolicy(t testing.TB, logVKey, quorum string, ws ...testCosigner) policy.Verifier {
+func newPolicy(t testing.TB, logVKey, quorum string, ws ...*witnesstest.Cosigner) policy.Verifier {
 	t.Helper()
-	text := "log " + logVKey + "\n"
+	vs := make([]*policy.CosignatureVerifier, len(ws))
 	for i, w := range ws {
-		text += fmt.Sprintf("witness W%d %s\n", i+1, w.v)
+		vs[i] = w.Verifier
 	}
-	p, err := policy.Parse([]byte(text + quorum + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return policy.Verifier{Policy: p}
+	return witnesstest.Policy(t, "", logVKey, quorum, vs...)
 }
 
 func text(t testing.TB, r *history.Report) []string {
@@ -115,7 +74,7 @@ func TestHistorySignedByKeyAndPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	signer, kv, vkey := logKey(t)
-	w1, w2 := newTestCosigner(t, "w1.example"), newTestCosigner(t, "w2.example")
+	w1, w2 := witnesstest.NewCosigner(t, "w1.example"), witnesstest.NewCosigner(t, "w2.example")
 	pol := newPolicy(t, vkey, "quorum W1", w1, w2)
 
 	// No checkpoint yet: with a key, nothing is signed.
@@ -131,7 +90,7 @@ func TestHistorySignedByKeyAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.st.PutCosignatures(3, w1.v, w1.cosign(t, cp3, 100)); err != nil || !ok {
+	if ok, err := s.st.PutCosignatures(3, w1.Verifier, w1.Cosign(t, cp3, 100)); err != nil || !ok {
 		t.Fatalf("cosign: %v %v", ok, err)
 	}
 	rc2 := s.preflight("3.4.2", a, 10) // leaf 3
@@ -192,7 +151,7 @@ func TestHistorySignedByKeyAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.st.PutCosignatures(5, w2.v, w2.cosign(t, cp5, 200)); err != nil || !ok {
+	if ok, err := s.st.PutCosignatures(5, w2.Verifier, w2.Cosign(t, cp5, 200)); err != nil || !ok {
 		t.Fatalf("cosign 5: %v %v", ok, err)
 	}
 	rep, err = history.HistoryWith(s.st, history.Filter{}, history.Options{LogVerifier: grp})
@@ -237,12 +196,12 @@ func TestHistorySignedRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	signer, kv, vkey := logKey(t)
-	w1, w2 := newTestCosigner(t, "w1.example"), newTestCosigner(t, "w2.example")
+	w1, w2 := witnesstest.NewCosigner(t, "w1.example"), witnesstest.NewCosigner(t, "w2.example")
 	cp1, _, err := s.st.SignCheckpoint(signer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.st.PutCosignatures(1, w1.v, w1.cosign(t, cp1, 100)); err != nil || !ok {
+	if ok, err := s.st.PutCosignatures(1, w1.Verifier, w1.Cosign(t, cp1, 100)); err != nil || !ok {
 		t.Fatalf("cosign: %v %v", ok, err)
 	}
 	s.preflight("3.4.2", a, 10)

@@ -417,6 +417,24 @@ type Attachment struct {
 	Blob    evidence.Descriptor
 }
 
+// StoreAttachments are the attestation bundles st holds for root, as the referrers push and
+// export attach to its artifact.
+func StoreAttachments(st *store.Store, root digest.Digest) ([]Attachment, error) {
+	es, err := st.ListAttestations(root)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Attachment, 0, len(es))
+	for _, e := range es {
+		b, err := st.Get(e.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Attachment{Subject: root, Blob: evidence.Descriptor{MediaType: MediaTypeBundle, Digest: e.Bundle, Size: int64(len(b))}})
+	}
+	return out, nil
+}
+
 // Collected is an artifact read out of a source: what push and export send.
 type Collected struct {
 	Root     *Root

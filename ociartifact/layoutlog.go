@@ -33,16 +33,6 @@ import (
 func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 	r := &store.LogReport{SignaturesChecked: o.Verifier != nil, Checkpoints: []store.LogCheckpoint{},
 		Errors: []store.LogFinding{}, Hints: []store.LogFinding{}}
-	bad := func(code refuse.Code, leaf int64, path, format string, a ...any) {
-		r.Errors = append(r.Errors, store.LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
-	}
-	badErr := func(leaf int64, path string, err error) {
-		r.Errors = append(r.Errors, store.LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: refuse.Detail(err)})
-	}
-	hint := func(code refuse.Code, leaf int64, path, format string, a ...any) {
-		r.Hints = append(r.Hints, store.LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
-	}
-
 	// The log referrers: each proven in shape as a pull proves it (without trusting its
 	// signature yet: that is judged below, as a store's checkpoints are).
 	type carried struct {
@@ -61,32 +51,32 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 		rel := blobPath(m.Digest)
 		if mb == nil {
 			_, err := l.blob(m.Digest, MaxManifestBytes)
-			badErr(-1, rel, err)
+			r.AddErr(-1, rel, err)
 			continue
 		}
 		a := l.artifactOf(mb)
 		if a == nil {
-			bad(CodeLogReferrer, -1, rel, "log referrer %s is not attached to an evidence manifest of the layout", m.Digest)
+			r.AddError(CodeLogReferrer, -1, rel, "log referrer %s is not attached to an evidence manifest of the layout", m.Digest)
 			continue
 		}
 		pd, ed, err := ParseLogReferrer(mb, a.desc.Digest, a.root.Descriptor.Digest)
 		if err != nil {
-			badErr(-1, rel, err)
+			r.AddErr(-1, rel, err)
 			continue
 		}
 		proof, err := l.blob(pd.Digest, pd.Size)
 		if err != nil {
-			badErr(-1, blobPath(pd.Digest), err)
+			r.AddErr(-1, blobPath(pd.Digest), err)
 			continue
 		}
 		entries, err := l.blob(ed.Digest, ed.Size)
 		if err != nil {
-			badErr(-1, blobPath(ed.Digest), err)
+			r.AddErr(-1, blobPath(ed.Digest), err)
 			continue
 		}
 		c, err := CheckCarriedLog(proof, entries, a.root.Descriptor.Digest, unsignedVerifier{})
 		if err != nil {
-			badErr(-1, rel, err) // rel names the referrer
+			r.AddErr(-1, rel, err) // rel names the referrer
 			continue
 		}
 		logs = append(logs, carried{log: c, proof: blobPath(pd.Digest), entries: blobPath(ed.Digest)})
@@ -113,11 +103,11 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 	for _, c := range logs {
 		cp := c.log.Checkpoint
 		if cp.Origin != r.Origin {
-			bad(deploylog.CodeOrigin, -1, c.proof, "checkpoint of origin %q, the layout's log is of origin %q", cp.Origin, r.Origin)
+			r.AddError(deploylog.CodeOrigin, -1, c.proof, "checkpoint of origin %q, the layout's log is of origin %q", cp.Origin, r.Origin)
 			continue
 		}
 		if h, err := tree.Root(cp.Size); err != nil || h != cp.Hash {
-			bad(deploylog.CodeFork, -1, c.proof, "the checkpoint of size %d does not match the first %d leaves of the layout's largest log: two log referrers forked", cp.Size, cp.Size)
+			r.AddError(deploylog.CodeFork, -1, c.proof, "the checkpoint of size %d does not match the first %d leaves of the layout's largest log: two log referrers forked", cp.Size, cp.Size)
 			continue
 		}
 		trusted := false
@@ -126,9 +116,9 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 			switch {
 			case refuse.CodeOf(err) == policy.CodeQuorum:
 				quorumMisses++
-				hint(policy.CodeQuorum, -1, c.proof, "signed by the log, not cosigned by the policy's quorum: %v", err)
+				r.AddHint(policy.CodeQuorum, -1, c.proof, "signed by the log, not cosigned by the policy's quorum: %v", err)
 			case err != nil:
-				badErr(-1, c.proof, err)
+				r.AddErr(-1, c.proof, err)
 				continue
 			default:
 				trusted = true
@@ -144,27 +134,22 @@ func (l *Layout) VerifyLog(o store.LogVerifyOptions) (*store.LogReport, error) {
 		r.Checkpoints = append(r.Checkpoints, store.LogCheckpoint{Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Hash[:]), Path: c.proof, Trusted: trusted})
 	}
 	if quorumMisses > 0 && r.SignedSize == 0 {
-		bad(policy.CodeQuorum, -1, best.proof, "none of the layout's %d checkpoints is cosigned by the policy's quorum", quorumMisses)
+		r.AddError(policy.CodeQuorum, -1, best.proof, "none of the layout's %d checkpoints is cosigned by the policy's quorum", quorumMisses)
 	}
 	if o.Since != nil {
-		l.verifySince(tree, r, o, bad, badErr)
+		r.CheckSince(tree, o)
 	}
 	if o.Verifier == nil {
-		hint(store.CodeLogSignatureSkip, -1, best.proof, "no log key given: checkpoints were checked against the leaves, not their signatures")
+		r.AddHint(store.CodeLogSignatureSkip, -1, best.proof, "no log key given: checkpoints were checked against the leaves, not their signatures")
 	}
 	r.UnsignedTail = r.Size - r.SignedSize
-	l.verifyEntries(leaves, best.entries, bad, badErr)
+	l.verifyEntries(leaves, best.entries, r)
 	if r.UnsignedTail > 0 {
-		hint(store.CodeLogUnsignedTail, r.SignedSize, best.entries, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
+		r.AddHint(store.CodeLogUnsignedTail, r.SignedSize, best.entries, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
 			r.SignedSize, r.Size-1)
 	}
 	return r, nil
 }
-
-type (
-	findingFunc    func(code refuse.Code, leaf int64, path, format string, a ...any)
-	findingErrFunc func(leaf int64, path string, err error)
-)
 
 func blobPath(d digest.Digest) string { return "blobs/sha256/" + d.Encoded() }
 
@@ -211,41 +196,6 @@ func (l *Layout) artifactOf(mb []byte) *layoutArtifact {
 	return nil
 }
 
-// verifySince is store.VerifyLog's --since on the layout's log: same origin, trusted when a
-// verifier is given, and extended by the log (LOG_ROLLBACK naming the missing leaves, LOG_FORK).
-func (l *Layout) verifySince(tree *deploylog.Tree, r *store.LogReport, o store.LogVerifyOptions, bad findingFunc, badErr findingErrFunc) {
-	const rel = "--since"
-	c, _, err := deploylog.ParseSignedCheckpoint(o.Since)
-	if err != nil {
-		badErr(-1, rel, err)
-		return
-	}
-	r.Since = &store.LogCheckpoint{Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash[:]), Path: rel}
-	if c.Origin != r.Origin {
-		bad(deploylog.CodeOrigin, -1, rel, "the checkpoint to extend is of origin %q, the log's is %q", c.Origin, r.Origin)
-		return
-	}
-	if o.Verifier != nil {
-		if _, err := o.Verifier.VerifyCheckpoint(o.Since); err != nil {
-			badErr(-1, rel, err)
-			return
-		}
-		r.Since.Trusted = true
-	}
-	if c.Size > r.Size {
-		bad(deploylog.CodeRollback, -1, rel, "the log has %d leaves, the checkpoint to extend %d: a rollback, or a copy missing leaves %d to %d",
-			r.Size, c.Size, r.Size, c.Size-1)
-		return
-	}
-	if h, _ := tree.Root(c.Size); h != c.Hash {
-		bad(deploylog.CodeFork, -1, rel, "the log's first %d leaves do not hash to the checkpoint to extend: a fork", c.Size)
-		return
-	}
-	if r.Since.Trusted {
-		r.SignedSize = max(r.SignedSize, c.Size)
-	}
-}
-
 // layoutEntry is one publication of the layout: an index entry a pull of it would write.
 type layoutEntry struct {
 	kind        deploylog.Kind
@@ -254,7 +204,7 @@ type layoutEntry struct {
 
 // verifyEntries matches the log's leaves with the layout's publications, as store.VerifyLog
 // matches them with a store's index entries.
-func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad findingFunc, badErr findingErrFunc) {
+func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, r *store.LogReport) {
 	entries := map[layoutEntry]digest.Digest{}
 	paths := map[layoutEntry]string{}
 	for _, a := range l.artifacts {
@@ -282,7 +232,7 @@ func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad fi
 		subject := digest.Digest(rm.Annotations[AnnotationSubject])
 		b, err := l.blob(rm.Layers[0].Digest, store.MaxObjectSize)
 		if err != nil {
-			badErr(-1, blobPath(rm.Layers[0].Digest), err)
+			r.AddErr(-1, blobPath(rm.Layers[0].Digest), err)
 			continue
 		}
 		stmt, err := attest.StatementOf(b)
@@ -290,7 +240,7 @@ func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad fi
 			err = refuse.New(CodeAttachment, "attestation bundle %s is attached to %s, but its statement is about another record", rm.Layers[0].Digest, refuse.Ident(string(subject)))
 		}
 		if err != nil {
-			badErr(-1, blobPath(rm.Layers[0].Digest), err)
+			r.AddErr(-1, blobPath(rm.Layers[0].Digest), err)
 			continue
 		}
 		key := layoutEntry{kind: deploylog.KindAttestation, key: subject, bundle: rm.Layers[0].Digest}
@@ -312,7 +262,7 @@ func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad fi
 		lf := lives[k]
 		if leaf.Kind == deploylog.KindTombstone {
 			if lf == nil || !lf.live || lf.record != leaf.Record {
-				bad(store.CodeLogTombstoneOrphan, idx, at(idx), "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
+				r.AddError(store.CodeLogTombstoneOrphan, idx, at(idx), "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
 					idx, leaf.Dropped, leaf.Key, leaf.Record)
 				continue
 			}
@@ -320,7 +270,7 @@ func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad fi
 			continue
 		}
 		if lf != nil && lf.live {
-			bad(store.CodeLogLeafDuplicate, idx, at(idx), "leaves %d and %d record the same %s entry %s", lf.leaf, idx, leaf.Kind, leaf.Key)
+			r.AddError(store.CodeLogLeafDuplicate, idx, at(idx), "leaves %d and %d record the same %s entry %s", lf.leaf, idx, leaf.Kind, leaf.Key)
 			dup[i] = true
 			continue
 		}
@@ -335,20 +285,20 @@ func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad fi
 		rec, ok := entries[k]
 		switch {
 		case !ok:
-			bad(store.CodeLogEntryMissing, idx, at(idx), "the %s entry %s that leaf %d records is not in the layout", leaf.Kind, leaf.Key, idx)
+			r.AddError(store.CodeLogEntryMissing, idx, at(idx), "the %s entry %s that leaf %d records is not in the layout", leaf.Kind, leaf.Key, idx)
 		case rec != leaf.Record:
-			bad(store.CodeLogEntryMismatch, idx, paths[k], "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, rec, idx, leaf.Record)
+			r.AddError(store.CodeLogEntryMismatch, idx, paths[k], "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, rec, idx, leaf.Record)
 		}
 		// The record: an object of an evidence manifest's layers, re-hashed; an attestation's
 		// statement is inside its bundle, proven above when the entry is there.
 		if leaf.Kind == deploylog.KindAttestation {
 			if !ok || rec != leaf.Record {
-				bad(store.CodeLogRecordMissing, idx, blobPath(leaf.Bundle), "the record %s that leaf %d publishes is missing: no attestation bundle %s of %s in the layout states it", leaf.Record, idx, leaf.Bundle, leaf.Key)
+				r.AddError(store.CodeLogRecordMissing, idx, blobPath(leaf.Bundle), "the record %s that leaf %d publishes is missing: no attestation bundle %s of %s in the layout states it", leaf.Record, idx, leaf.Bundle, leaf.Key)
 			}
 			continue
 		}
 		if _, err := l.Get(leaf.Record); err != nil {
-			bad(store.CodeLogRecordMissing, idx, blobPath(leaf.Record), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, err)
+			r.AddError(store.CodeLogRecordMissing, idx, blobPath(leaf.Record), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, err)
 		}
 	}
 	var outside []layoutEntry
@@ -362,6 +312,6 @@ func (l *Layout) verifyEntries(leaves []deploylog.Leaf, leavesRel string, bad fi
 		return strings.Compare(paths[a]+string(a.kind)+string(a.key)+string(a.bundle), paths[b]+string(b.kind)+string(b.key)+string(b.bundle))
 	})
 	for _, k := range outside {
-		bad(store.CodeLogEntryNoLeaf, -1, paths[k], "the %s entry %s has no leaf: published outside the log", k.kind, k.key)
+		r.AddError(store.CodeLogEntryNoLeaf, -1, paths[k], "the %s entry %s has no leaf: published outside the log", k.kind, k.key)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/qinglong/ql3/deploylog"
-	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/ocitest"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/refuse"
@@ -51,17 +50,9 @@ func exportLogged(t testing.TB, s *store.Store, root digest.Digest, withLog bool
 // collectLogged collects root of s with its attestations and (withLog) its log referrer.
 func collectLogged(t testing.TB, s *store.Store, root digest.Digest, withLog bool) *ociartifact.Collected {
 	t.Helper()
-	es, err := s.ListAttestations(root)
+	att, err := ociartifact.StoreAttachments(s, root)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var att []ociartifact.Attachment
-	for _, e := range es {
-		b, err := s.Get(e.Bundle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		att = append(att, ociartifact.Attachment{Subject: root, Blob: evidence.Descriptor{MediaType: ociartifact.MediaTypeBundle, Digest: e.Bundle, Size: int64(len(b))}})
 	}
 	c, err := ociartifact.Collect(s, root, att)
 	if err != nil {

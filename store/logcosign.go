@@ -163,7 +163,7 @@ func withCosignatures(l *logDirs, n int64, cp []byte) ([]byte, error) {
 func verifyCosignatureFiles(l *logDirs, r *LogReport) {
 	d, ok, err := openCosignatures(l)
 	if err != nil {
-		r.badErr(-1, cosignaturesRel, err)
+		r.AddErr(-1, cosignaturesRel, err)
 		return
 	}
 	if !ok {
@@ -172,12 +172,12 @@ func verifyCosignatureFiles(l *logDirs, r *LogReport) {
 	defer unix.Close(d.fd)
 	names, err := listDir(d.fd, cosignaturesRel)
 	if err != nil {
-		r.badErr(-1, cosignaturesRel, err)
+		r.AddErr(-1, cosignaturesRel, err)
 		return
 	}
 	checkpoints, err := listDir(l.checkpoints.fd, checkpointsRel)
 	if err != nil {
-		r.badErr(-1, checkpointsRel, err)
+		r.AddErr(-1, checkpointsRel, err)
 		return
 	}
 	sizes := map[int64]bool{}
@@ -191,9 +191,9 @@ func verifyCosignatureFiles(l *logDirs, r *LogReport) {
 		n, _, ok := parseCosignatureName(name)
 		switch {
 		case !ok:
-			r.bad(CodeLogFile, -1, rel, "stray file in %s", cosignaturesRel)
+			r.AddError(CodeLogFile, -1, rel, "stray file in %s", cosignaturesRel)
 		case !sizes[n]:
-			r.bad(CodeLogFile, -1, rel, "cosignatures of size %d, for which no checkpoint is stored", n)
+			r.AddError(CodeLogFile, -1, rel, "cosignatures of size %d, for which no checkpoint is stored", n)
 		}
 	}
 }
@@ -214,6 +214,6 @@ func requireQuorum(r *LogReport) {
 		}
 	}
 	if misses > 0 {
-		r.bad(policy.CodeQuorum, -1, checkpointsRel, "none of the %d stored checkpoints is cosigned by the policy's quorum", misses)
+		r.AddError(policy.CodeQuorum, -1, checkpointsRel, "none of the %d stored checkpoints is cosigned by the policy's quorum", misses)
 	}
 }

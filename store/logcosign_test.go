@@ -2,12 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,39 +20,6 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// testCosigner makes Ed25519 cosignature/v1 lines (c2sp.org/tlog-cosignature), for the store's
-// tests only; the real witness's cosignatures are judged in deploylog/witness and cmd/ql3.
-type testCosigner struct {
-	name string
-	priv ed25519.PrivateKey
-	v    *policy.CosignatureVerifier
-}
-
-func newTestCosigner(t testing.TB, name string) testCosigner {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := policy.NewCosignatureVerifierFromKey(name, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testCosigner{name, priv, v}
-}
-
-func (c testCosigner) cosign(t testing.TB, signed []byte, ts uint64) []byte {
-	t.Helper()
-	text, _, ok := strings.Cut(string(signed), "\n\n")
-	if !ok {
-		t.Fatal("not a note")
-	}
-	sig := ed25519.Sign(c.priv, fmt.Appendf(nil, "cosignature/v1\ntime %d\n%s\n", ts, text))
-	h := sha256.Sum256(append([]byte(c.name+"\n\x04"), c.priv.Public().(ed25519.PublicKey)...))
-	b := append(binary.BigEndian.AppendUint64(h[:4:4], ts), sig...)
-	return []byte("— " + c.name + " " + base64.StdEncoding.EncodeToString(b) + "\n")
-}
-
 // logKeyText is logKey with the verifier key's text (for a policy's log line).
 func logKeyText(t testing.TB) (note.Signer, string) {
 	t.Helper()
@@ -72,17 +34,9 @@ func logKeyText(t testing.TB) (note.Signer, string) {
 	return sg, vkey
 }
 
-func testPolicy(t testing.TB, logVKey string, quorum string, ws ...testCosigner) policy.Verifier {
+func testPolicy(t testing.TB, logVKey string, quorum string, ws ...*policy.CosignatureVerifier) policy.Verifier {
 	t.Helper()
-	text := "log " + logVKey + "\n"
-	for i, w := range ws {
-		text += fmt.Sprintf("witness W%d %s\n", i+1, w.v)
-	}
-	p, err := policy.Parse([]byte(text + quorum + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return policy.Verifier{Policy: p, Origin: testOrigin}
+	return witnesstest.Policy(t, testOrigin, logVKey, quorum, ws...)
 }
 
 func TestLogCosignatures(t *testing.T) {
@@ -95,33 +49,33 @@ func TestLogCosignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1, w2 := newTestCosigner(t, "w1.example"), newTestCosigner(t, "w2.example")
-	stranger := newTestCosigner(t, "w1.example") // w1's name, another key
+	w1, w2 := witnesstest.NewCosigner(t, "w1.example"), witnesstest.NewCosigner(t, "w2.example")
+	stranger := witnesstest.NewCosigner(t, "w1.example") // w1's name, another key
 
-	stored, err := s.PutCosignatures(3, w1.v, w1.cosign(t, cp3, 100))
+	stored, err := s.PutCosignatures(3, w1.Verifier, w1.Cosign(t, cp3, 100))
 	if err != nil || !stored {
 		t.Fatalf("stored %v: %v", stored, err)
 	}
 	// Asked again, the witness signs with a later timestamp: the first one stays.
-	if stored, err := s.PutCosignatures(3, w1.v, w1.cosign(t, cp3, 200)); err != nil || stored {
+	if stored, err := s.PutCosignatures(3, w1.Verifier, w1.Cosign(t, cp3, 200)); err != nil || stored {
 		t.Fatalf("second put: stored %v: %v", stored, err)
 	}
 	// Lines that are not the named witness's valid cosignature of that checkpoint.
-	_, err = s.PutCosignatures(3, w1.v, stranger.cosign(t, cp3, 100))
+	_, err = s.PutCosignatures(3, w1.Verifier, stranger.Cosign(t, cp3, 100))
 	wantCode(t, err, policy.CodeCosignatureInvalid)
-	_, err = s.PutCosignatures(3, w1.v, []byte("garbage\n"))
+	_, err = s.PutCosignatures(3, w1.Verifier, []byte("garbage\n"))
 	wantCode(t, err, policy.CodeCosignatureInvalid)
-	_, err = s.PutCosignatures(4, w1.v, w1.cosign(t, cp3, 100))
+	_, err = s.PutCosignatures(4, w1.Verifier, w1.Cosign(t, cp3, 100))
 	wantCode(t, err, CodeObjectNotFound)
-	if n, err := s.WitnessedSize(w1.v); err != nil || n != 3 {
+	if n, err := s.WitnessedSize(w1.Verifier); err != nil || n != 3 {
 		t.Fatalf("w1 witnessed %d: %v", n, err)
 	}
-	if n, err := s.WitnessedSize(w2.v); err != nil || n != 0 {
+	if n, err := s.WitnessedSize(w2.Verifier); err != nil || n != 0 {
 		t.Fatalf("w2 witnessed %d: %v", n, err)
 	}
 
 	// The policy sees the kept cosignature beside the checkpoint.
-	one := testPolicy(t, vkey, "quorum W1", w1, w2)
+	one := testPolicy(t, vkey, "quorum W1", w1.Verifier, w2.Verifier)
 	r := verifyLog(t, s, LogVerifyOptions{Verifier: one})
 	wantLogOK(t, r)
 	if r.SignedSize != 3 || len(r.Checkpoints) != 1 || !r.Checkpoints[0].Trusted {
@@ -151,19 +105,19 @@ func TestLogCosignatures(t *testing.T) {
 	}
 
 	// A policy whose quorum needs both witnesses: nothing is trusted, and log verify refuses.
-	both := testPolicy(t, vkey, "group G all W1 W2\nquorum G", w1, w2)
+	both := testPolicy(t, vkey, "group G all W1 W2\nquorum G", w1.Verifier, w2.Verifier)
 	r = verifyLog(t, s, LogVerifyOptions{Verifier: both})
 	if r.OK() || refuse.CodeOf(r.Err()) != policy.CodeQuorum || r.SignedSize != 0 {
 		t.Fatalf("report %+v", r)
 	}
 	// w2 cosigns size 4: still not both on one checkpoint.
-	if _, err := s.PutCosignatures(4, w2.v, w2.cosign(t, cp4, 300)); err != nil {
+	if _, err := s.PutCosignatures(4, w2.Verifier, w2.Cosign(t, cp4, 300)); err != nil {
 		t.Fatal(err)
 	}
 	if r = verifyLog(t, s, LogVerifyOptions{Verifier: both}); r.OK() {
 		t.Fatalf("quorum met by cosignatures of two checkpoints: %+v", r)
 	}
-	if _, err := s.PutCosignatures(4, w1.v, w1.cosign(t, cp4, 300)); err != nil {
+	if _, err := s.PutCosignatures(4, w1.Verifier, w1.Cosign(t, cp4, 300)); err != nil {
 		t.Fatal(err)
 	}
 	r = verifyLog(t, s, LogVerifyOptions{Verifier: both})
@@ -173,7 +127,7 @@ func TestLogCosignatures(t *testing.T) {
 	}
 
 	// A policy that knows only a stranger under w1's name: its key's cosignatures are not there.
-	strange := testPolicy(t, vkey, "quorum W1", stranger)
+	strange := testPolicy(t, vkey, "quorum W1", stranger.Verifier)
 	r = verifyLog(t, s, LogVerifyOptions{Verifier: strange})
 	if refuse.CodeOf(r.Err()) != policy.CodeQuorum {
 		t.Fatalf("a stranger's policy: %+v", r)
@@ -188,8 +142,8 @@ func TestLogCosignatureTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1 := newTestCosigner(t, "w1.example")
-	if _, err := s.PutCosignatures(1, w1.v, w1.cosign(t, cp, 100)); err != nil {
+	w1 := witnesstest.NewCosigner(t, "w1.example")
+	if _, err := s.PutCosignatures(1, w1.Verifier, w1.Cosign(t, cp, 100)); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(s.Root(), "log", "cosignatures")
@@ -198,10 +152,10 @@ func TestLogCosignatureTamper(t *testing.T) {
 		t.Fatalf("%v %v", names, err)
 	}
 	file := filepath.Join(dir, names[0].Name())
-	pol := testPolicy(t, vkey, "quorum W1", w1)
+	pol := testPolicy(t, vkey, "quorum W1", w1.Verifier)
 
 	// The kept cosignature replaced by one over another timestamp than it claims.
-	forged := w1.cosign(t, cp, 100)
+	forged := w1.Cosign(t, cp, 100)
 	raw, _ := base64.StdEncoding.DecodeString(strings.Fields(string(forged))[2])
 	raw[11]++
 	if err := os.Chmod(file, 0o600); err != nil {
@@ -296,7 +250,7 @@ func TestLogWitnessedByLitewitness(t *testing.T) {
 			}
 		}
 	}
-	pol := testPolicy(t, vkey, "quorum W1", testCosigner{name: w.Name, v: w.Verifier})
+	pol := testPolicy(t, vkey, "quorum W1", w.Verifier)
 	r := verifyLog(t, s, LogVerifyOptions{Verifier: pol})
 	wantLogOK(t, r)
 	if r.SignedSize != int64(next) || len(r.Checkpoints) != 5 {

@@ -89,15 +89,19 @@ func (r *LogReport) Err() error {
 	return e.WithHint("every finding is listed above (or in -o json); nothing was written")
 }
 
-func (r *LogReport) bad(code refuse.Code, leaf int64, path, format string, a ...any) {
+// AddError, AddHint and AddErr collect one finding each; they are exported for the verifiers of
+// a log kept elsewhere than a store (an OCI layout's log referrers), whose report is a LogReport.
+func (r *LogReport) AddError(code refuse.Code, leaf int64, path, format string, a ...any) {
 	r.Errors = append(r.Errors, LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
 }
 
-func (r *LogReport) hint(code refuse.Code, leaf int64, path, format string, a ...any) {
+// AddHint collects a hint: reported, not an error.
+func (r *LogReport) AddHint(code refuse.Code, leaf int64, path, format string, a ...any) {
 	r.Hints = append(r.Hints, LogFinding{Code: code, Leaf: leaf, Path: path, Msg: fmt.Sprintf(format, a...)})
 }
 
-func (r *LogReport) badErr(leaf int64, path string, err error) {
+// AddErr collects a refusal as an error finding, its code once (refuse.Detail).
+func (r *LogReport) AddErr(leaf int64, path string, err error) {
 	r.Errors = append(r.Errors, LogFinding{Code: refuse.CodeOf(err), Leaf: leaf, Path: path, Msg: refuse.Detail(err)})
 }
 
@@ -167,15 +171,15 @@ func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, err
 	verifyCosignatureFiles(l, r)
 	requireQuorum(r)
 	if o.Since != nil {
-		s.verifySince(l, tree, o, r)
+		r.CheckSince(tree, o)
 	}
 	if o.Verifier == nil {
-		r.hint(CodeLogSignatureSkip, -1, checkpointsRel, "no log key given: checkpoints were checked against the leaves, not their signatures")
+		r.AddHint(CodeLogSignatureSkip, -1, checkpointsRel, "no log key given: checkpoints were checked against the leaves, not their signatures")
 	}
 	r.UnsignedTail = r.Size - r.SignedSize
 	(<-entries).report(leaves, parsed, r)
 	if r.UnsignedTail > 0 {
-		r.hint(CodeLogUnsignedTail, r.SignedSize, leavesRel, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
+		r.AddHint(CodeLogUnsignedTail, r.SignedSize, leavesRel, "leaves %d to %d are after the last trusted checkpoint: not covered by any signature",
 			r.SignedSize, r.Size-1)
 	}
 	return r, leaves, nil
@@ -201,7 +205,7 @@ func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []boo
 	}
 	slices.Sort(strays)
 	for _, name := range strays {
-		r.bad(CodeLogFile, -1, leavesRel+"/"+name, "stray file in %s", leavesRel)
+		r.AddError(CodeLogFile, -1, leavesRel+"/"+name, "stray file in %s", leavesRel)
 	}
 	slices.Sort(idxs)
 	n := int64(0)
@@ -219,9 +223,9 @@ func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []boo
 			}
 			if to := idxs[j] - 1; from <= to {
 				if from == to {
-					r.bad(CodeLogLeafMissing, from, leavesRel+"/"+leafName(from), "leaf %d is missing (the log has leaves up to %d)", from, last)
+					r.AddError(CodeLogLeafMissing, from, leavesRel+"/"+leafName(from), "leaf %d is missing (the log has leaves up to %d)", from, last)
 				} else {
-					r.bad(CodeLogLeafMissing, from, leavesRel+"/"+leafName(from), "leaves %d to %d are missing, %d leaves (the log has leaves up to %d)", from, to, to-from+1, last)
+					r.AddError(CodeLogLeafMissing, from, leavesRel+"/"+leafName(from), "leaves %d to %d are missing, %d leaves (the log has leaves up to %d)", from, to, to-from+1, last)
 				}
 			}
 		}
@@ -244,13 +248,13 @@ func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []boo
 	parsed := make([]bool, n)
 	for i := int64(0); i < n; i++ {
 		if readErr[i] != nil {
-			r.badErr(i, leavesRel+"/"+leafName(i), readErr[i])
+			r.AddErr(i, leavesRel+"/"+leafName(i), readErr[i])
 			n = i
 			break
 		}
 		parsed[i] = parseErr[i] == nil
 		if !parsed[i] {
-			r.badErr(i, leavesRel+"/"+leafName(i), parseErr[i])
+			r.AddErr(i, leavesRel+"/"+leafName(i), parseErr[i])
 		}
 	}
 	return leaves[:n], parsed[:n], hashes[:n], nil
@@ -290,7 +294,7 @@ func readLeafInto(leaves int, i int64, buf []byte) (int, error) {
 func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 	names, err := listDir(l.tiles.fd, tilesRel)
 	if err != nil {
-		r.badErr(-1, tilesRel, err)
+		r.AddErr(-1, tilesRel, err)
 		return
 	}
 	have := map[string]bool{}
@@ -305,7 +309,7 @@ func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 			ok = false
 		}
 		if !ok || lerr != nil || !iok || strconv.FormatInt(level, 10) != ls || level < 0 || level > 6 {
-			r.bad(CodeLogFile, -1, rel, "stray file in %s", tilesRel)
+			r.AddError(CodeLogFile, -1, rel, "stray file in %s", tilesRel)
 			continue
 		}
 		have[name] = true
@@ -315,7 +319,7 @@ func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 		}
 		b, err := readLogFile(l.tiles.fd, name, rel, size)
 		if err != nil {
-			r.badErr(-1, rel, err)
+			r.AddErr(-1, rel, err)
 			continue
 		}
 		var want []byte
@@ -325,17 +329,17 @@ func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 			want, err = tree.TileHashes(int(level), idx)
 		}
 		if err != nil {
-			r.bad(CodeLogTileMismatch, -1, rel, "tile %d/%d lies beyond the log's %d leaves", level, idx, tree.Size())
+			r.AddError(CodeLogTileMismatch, -1, rel, "tile %d/%d lies beyond the log's %d leaves", level, idx, tree.Size())
 			continue
 		}
 		if string(b) != string(want) {
-			r.bad(CodeLogTileMismatch, -1, rel, "tile %d/%d differs from the hashes of the log's leaves", level, idx)
+			r.AddError(CodeLogTileMismatch, -1, rel, "tile %d/%d differs from the hashes of the log's leaves", level, idx)
 		}
 	}
 	for m := int64(deploylog.TileWidth); m <= tree.Size(); m += deploylog.TileWidth {
 		for _, t := range deploylog.FullTilesCompletedBy(m) {
 			if name := tileName(t[0], t[1]); !have[name] {
-				r.hint(CodeLogTileMissing, -1, tilesRel+"/"+name, "full tile %d/%d is not stored (the next append writes it)", t[0], t[1])
+				r.AddHint(CodeLogTileMissing, -1, tilesRel+"/"+name, "full tile %d/%d is not stored (the next append writes it)", t[0], t[1])
 			}
 		}
 	}
@@ -344,7 +348,7 @@ func (s *Store) verifyTiles(l *logDirs, tree *deploylog.Tree, r *LogReport) {
 func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyOptions, r *LogReport) {
 	names, err := listDir(l.checkpoints.fd, checkpointsRel)
 	if err != nil {
-		r.badErr(-1, checkpointsRel, err)
+		r.AddErr(-1, checkpointsRel, err)
 		return
 	}
 	var prev *deploylog.Checkpoint
@@ -352,7 +356,7 @@ func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyO
 		rel := checkpointsRel + "/" + name
 		size, ok := parseName(name)
 		if !ok {
-			r.bad(CodeLogFile, -1, rel, "stray file in %s", checkpointsRel)
+			r.AddError(CodeLogFile, -1, rel, "stray file in %s", checkpointsRel)
 			continue
 		}
 		b, err := readLogFile(l.checkpoints.fd, name, rel, deploylog.MaxNoteSize)
@@ -360,7 +364,7 @@ func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyO
 			b, err = withCosignatures(l, size, b)
 		}
 		if err != nil {
-			r.badErr(-1, rel, err)
+			r.AddErr(-1, rel, err)
 			continue
 		}
 		c, trusted, ok := s.judgeCheckpoint(b, l.origin, tree, o.Verifier, rel, r)
@@ -368,7 +372,7 @@ func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyO
 			continue
 		}
 		if c.Size != size {
-			r.bad(CodeLogFile, -1, rel, "%s holds a checkpoint of size %d", rel, c.Size)
+			r.AddError(CodeLogFile, -1, rel, "%s holds a checkpoint of size %d", rel, c.Size)
 			continue
 		}
 		r.Checkpoints = append(r.Checkpoints, LogCheckpoint{Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash[:]), Path: rel, Trusted: trusted})
@@ -381,7 +385,7 @@ func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyO
 				err = deploylog.CheckConsistency(p, prev.Tree(), c.Tree())
 			}
 			if err != nil {
-				r.badErr(-1, rel, err)
+				r.AddErr(-1, rel, err)
 			}
 		}
 		prev = &c
@@ -393,11 +397,11 @@ func (s *Store) verifyCheckpoints(l *logDirs, tree *deploylog.Tree, o LogVerifyO
 func (s *Store) judgeCheckpoint(b []byte, origin string, tree *deploylog.Tree, v deploylog.CheckpointVerifier, rel string, r *LogReport) (deploylog.Checkpoint, bool, bool) {
 	c, _, err := deploylog.ParseSignedCheckpoint(b)
 	if err != nil {
-		r.badErr(-1, rel, err)
+		r.AddErr(-1, rel, err)
 		return c, false, false
 	}
 	if c.Origin != origin {
-		r.bad(deploylog.CodeOrigin, -1, rel, "checkpoint of origin %q, the log's origin is %q", c.Origin, origin)
+		r.AddError(deploylog.CodeOrigin, -1, rel, "checkpoint of origin %q, the log's origin is %q", c.Origin, origin)
 		return c, false, false
 	}
 	trusted := false
@@ -406,51 +410,55 @@ func (s *Store) judgeCheckpoint(b []byte, origin string, tree *deploylog.Tree, v
 		switch {
 		case refuse.CodeOf(err) == policy.CodeQuorum:
 			// Signed by the log but not (yet) cosigned by the quorum: not trusted, not wrong.
-			r.hint(policy.CodeQuorum, -1, rel, "signed by the log, not cosigned by the policy's quorum: %v", err)
+			r.AddHint(policy.CodeQuorum, -1, rel, "signed by the log, not cosigned by the policy's quorum: %v", err)
 		case err != nil:
-			r.badErr(-1, rel, err)
+			r.AddErr(-1, rel, err)
 			return c, false, false
 		default:
 			trusted = true
 		}
 	}
 	if c.Size > tree.Size() {
-		r.bad(deploylog.CodeRollback, -1, rel, "checkpoint of size %d, the log has %d leaves: leaves were removed", c.Size, tree.Size())
+		r.AddError(deploylog.CodeRollback, -1, rel, "checkpoint of size %d, the log has %d leaves: leaves were removed", c.Size, tree.Size())
 		return c, trusted, false
 	}
 	if h, err := tree.Root(c.Size); err != nil || h != c.Hash {
-		r.bad(CodeLogCheckpointStale, -1, rel, "checkpoint of size %d does not match the log's first %d leaves (changed, swapped or forked)", c.Size, c.Size)
+		r.AddError(CodeLogCheckpointStale, -1, rel, "checkpoint of size %d does not match the log's first %d leaves (changed, swapped or forked)", c.Size, c.Size)
 		return c, trusted, false
 	}
 	return c, trusted, true
 }
 
-func (s *Store) verifySince(l *logDirs, tree *deploylog.Tree, o LogVerifyOptions, r *LogReport) {
+// CheckSince checks the log in r (of origin r.Origin, whose hashes tree holds) against the
+// auditor's checkpoint o.Since: same origin, trusted when o.Verifier accepts it, and extended by
+// the log (LOG_ROLLBACK naming the missing leaves, LOG_FORK). A layout's log (ociartifact) is
+// judged by the same rule.
+func (r *LogReport) CheckSince(tree *deploylog.Tree, o LogVerifyOptions) {
 	const rel = "--since"
 	c, _, err := deploylog.ParseSignedCheckpoint(o.Since)
 	if err != nil {
-		r.badErr(-1, rel, err)
+		r.AddErr(-1, rel, err)
 		return
 	}
 	r.Since = &LogCheckpoint{Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash[:]), Path: rel}
-	if c.Origin != l.origin {
-		r.bad(deploylog.CodeOrigin, -1, rel, "the checkpoint to extend is of origin %q, the log's is %q", c.Origin, l.origin)
+	if c.Origin != r.Origin {
+		r.AddError(deploylog.CodeOrigin, -1, rel, "the checkpoint to extend is of origin %q, the log's is %q", c.Origin, r.Origin)
 		return
 	}
 	if o.Verifier != nil {
 		if _, err := o.Verifier.VerifyCheckpoint(o.Since); err != nil {
-			r.badErr(-1, rel, err)
+			r.AddErr(-1, rel, err)
 			return
 		}
 		r.Since.Trusted = true
 	}
 	if c.Size > tree.Size() {
-		r.bad(deploylog.CodeRollback, -1, rel, "the log has %d leaves, the checkpoint to extend %d: a rollback, or a copy missing leaves %d to %d",
+		r.AddError(deploylog.CodeRollback, -1, rel, "the log has %d leaves, the checkpoint to extend %d: a rollback, or a copy missing leaves %d to %d",
 			tree.Size(), c.Size, tree.Size(), c.Size-1)
 		return
 	}
 	if h, _ := tree.Root(c.Size); h != c.Hash {
-		r.bad(deploylog.CodeFork, -1, rel, "the log's first %d leaves do not hash to the checkpoint to extend: a fork", c.Size)
+		r.AddError(deploylog.CodeFork, -1, rel, "the log's first %d leaves do not hash to the checkpoint to extend: a fork", c.Size)
 		return
 	}
 	if r.Since.Trusted {
@@ -649,10 +657,10 @@ func (c *entryCheck) report(leaves []deploylog.Leaf, parsed []bool, r *LogReport
 		rel := leavesRel + "/" + leafName(idx)
 		switch {
 		case c.orphan[i]:
-			r.bad(CodeLogTombstoneOrphan, idx, rel, "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
+			r.AddError(CodeLogTombstoneOrphan, idx, rel, "tombstone leaf %d drops the %s entry %s naming %s, which no earlier leaf publishes (or another tombstone dropped already)",
 				idx, leaf.Dropped, leaf.Key, leaf.Record)
 		case c.dup[i]:
-			r.bad(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", c.lifeOf[i].leaf, idx, leaf.Kind, leaf.Key)
+			r.AddError(CodeLogLeafDuplicate, idx, rel, "leaves %d and %d record the same %s entry %s", c.lifeOf[i].leaf, idx, leaf.Kind, leaf.Key)
 		}
 	}
 	for i, leaf := range leaves {
@@ -667,22 +675,22 @@ func (c *entryCheck) report(leaves []deploylog.Leaf, parsed []bool, r *LogReport
 			// Retention dropped it: its record and entry may be gone. An entry still naming it,
 			// with no later publication, is an interrupted gc, which the next gc finishes.
 			if e.ok && !lf.live && lf.leaf == idx && e.d.Digest == leaf.Record {
-				r.hint(CodeLogGCPending, idx, entryPath(k), "the %s entry %s that a tombstone drops is still present: an interrupted store gc, which the next one finishes", leaf.Kind, leaf.Key)
+				r.AddHint(CodeLogGCPending, idx, entryPath(k), "the %s entry %s that a tombstone drops is still present: an interrupted store gc, which the next one finishes", leaf.Kind, leaf.Key)
 			}
 			continue
 		}
 		switch {
 		case e.err != nil:
-			r.badErr(idx, entryPath(k), e.err)
+			r.AddErr(idx, entryPath(k), e.err)
 		case !e.ok && idx == n-1 && idx >= r.SignedSize:
-			r.hint(CodeLogPending, idx, leavesRel+"/"+leafName(idx), "the last leaf's %s entry %s is not written: an interrupted publication, which the next one completes", leaf.Kind, leaf.Key)
+			r.AddHint(CodeLogPending, idx, leavesRel+"/"+leafName(idx), "the last leaf's %s entry %s is not written: an interrupted publication, which the next one completes", leaf.Kind, leaf.Key)
 		case !e.ok:
-			r.bad(CodeLogEntryMissing, idx, leavesRel+"/"+leafName(idx), "the %s entry %s that leaf %d records is gone", leaf.Kind, leaf.Key, idx)
+			r.AddError(CodeLogEntryMissing, idx, leavesRel+"/"+leafName(idx), "the %s entry %s that leaf %d records is gone", leaf.Kind, leaf.Key, idx)
 		case e.d.Digest != leaf.Record:
-			r.bad(CodeLogEntryMismatch, idx, entryPath(k), "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, e.d.Digest, idx, leaf.Record)
+			r.AddError(CodeLogEntryMismatch, idx, entryPath(k), "the %s entry %s names %s, leaf %d records %s", leaf.Kind, leaf.Key, e.d.Digest, idx, leaf.Record)
 		}
 		if j := c.recordOf[i]; j >= 0 && c.recErr[j] != nil {
-			r.bad(CodeLogRecordMissing, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, c.recErr[j])
+			r.AddError(CodeLogRecordMissing, idx, "blobs/sha256/"+leaf.Record.Encoded(), "the record %s that leaf %d publishes is missing or corrupt: %v", leaf.Record, idx, c.recErr[j])
 		}
 	}
 	var outside []listedEntry
@@ -698,7 +706,7 @@ func (c *entryCheck) report(leaves []deploylog.Leaf, parsed []bool, r *LogReport
 	}
 	slices.SortFunc(outside, func(a, b listedEntry) int { return strings.Compare(a.path, b.path) })
 	for _, e := range outside {
-		r.bad(CodeLogEntryNoLeaf, -1, e.path, "the %s entry %s has no leaf: published outside the log", e.k.kind, e.k.key)
+		r.AddError(CodeLogEntryNoLeaf, -1, e.path, "the %s entry %s has no leaf: published outside the log", e.k.kind, e.k.key)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
-	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/ociartifact"
 	"github.com/qinglong/ql3/ociartifact/transfer"
 	"github.com/qinglong/ql3/store"
@@ -51,24 +50,6 @@ func (f *registryFlags) validate() error {
 		}
 	}
 	return nil
-}
-
-// attachments are the attestation bundles of root in st, attached to its artifact as referrers.
-func attachments(st *store.Store, root digest.Digest) ([]ociartifact.Attachment, error) {
-	es, err := st.ListAttestations(root)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ociartifact.Attachment, 0, len(es))
-	for _, e := range es {
-		b, err := st.Get(e.Bundle)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ociartifact.Attachment{Subject: root,
-			Blob: evidence.Descriptor{MediaType: evidence.MediaTypeSigstoreBundle, Digest: e.Bundle, Size: int64(len(b))}})
-	}
-	return out, nil
 }
 
 // storePushOptions: `ql3 store push DIGEST REF`.
@@ -113,7 +94,7 @@ func (o *storePushOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer st.Close()
-	att, err := attachments(st, o.subject)
+	att, err := ociartifact.StoreAttachments(st, o.subject)
 	if err != nil {
 		return err
 	}
@@ -277,7 +258,7 @@ func (o *storeExportOptions) run(_ context.Context, s streams) error {
 	var cs []*ociartifact.Collected
 	var arts []exportedArtifact
 	for _, subject := range o.subjects {
-		att, err := attachments(st, subject)
+		att, err := ociartifact.StoreAttachments(st, subject)
 		if err != nil {
 			return err
 		}

@@ -65,17 +65,9 @@ func loggedSource(t testing.TB, k note.Signer) (*store.Store, evidence.Descripto
 // pushLogged pushes root's artifact with its attestations and its log referrer.
 func pushLogged(t testing.TB, r *ocitest.Registry, src *store.Store, root digest.Digest, ref string) *ociartifact.Collected {
 	t.Helper()
-	es, err := src.ListAttestations(root)
+	att, err := ociartifact.StoreAttachments(src, root)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var att []ociartifact.Attachment
-	for _, e := range es {
-		b, err := src.Get(e.Bundle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		att = append(att, ociartifact.Attachment{Subject: root, Blob: evidence.Descriptor{MediaType: ociartifact.MediaTypeBundle, Digest: e.Bundle, Size: int64(len(b))}})
 	}
 	c, err := ociartifact.Collect(src, root, att)
 	if err != nil {

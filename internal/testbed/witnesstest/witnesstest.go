@@ -13,7 +13,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -400,4 +402,58 @@ func ClosedURL(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return "http://" + addr
+}
+
+// Cosigner cosigns checkpoints in-process with an Ed25519 witness key made at test time (the
+// c2sp.org/tlog-cosignature cosignature/v1 construction), for tests that judge stored
+// cosignatures without a running witness. Its fields mirror Witness's, so a policy can name
+// either. (deploylog/policy's own tests keep an independent construction: they judge the
+// verifier this one is checked by.)
+type Cosigner struct {
+	Name     string
+	Verifier *policy.CosignatureVerifier
+	priv     ed25519.PrivateKey
+}
+
+// NewCosigner makes a witness key named name.
+func NewCosigner(t testing.TB, name string) *Cosigner {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := policy.NewCosignatureVerifierFromKey(name, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Cosigner{Name: name, Verifier: v, priv: priv}
+}
+
+// Cosign returns the cosignature line over signed note signed (its text, up to the blank line)
+// at time ts.
+func (c *Cosigner) Cosign(t testing.TB, signed []byte, ts uint64) []byte {
+	t.Helper()
+	text, _, ok := strings.Cut(string(signed), "\n\n")
+	if !ok {
+		t.Fatal("witnesstest: cosign: not a note")
+	}
+	sig := ed25519.Sign(c.priv, fmt.Appendf(nil, "cosignature/v1\ntime %d\n%s\n", ts, text))
+	h := sha256.Sum256(append([]byte(c.Name+"\n\x04"), c.priv.Public().(ed25519.PublicKey)...))
+	b := append(binary.BigEndian.AppendUint64(h[:4:4], ts), sig...)
+	return []byte("— " + c.Name + " " + base64.StdEncoding.EncodeToString(b) + "\n")
+}
+
+// Policy is a tlog-policy of the log key logVKey and the witnesses ws (named W1, W2, … in
+// order) with the quorum lines quorum; origin, when not empty, is the origin it requires.
+func Policy(t testing.TB, origin, logVKey, quorum string, ws ...*policy.CosignatureVerifier) policy.Verifier {
+	t.Helper()
+	text := "log " + logVKey + "\n"
+	for i, w := range ws {
+		text += fmt.Sprintf("witness W%d %s\n", i+1, w)
+	}
+	p, err := policy.Parse([]byte(text + quorum + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.Verifier{Policy: p, Origin: origin}
 }
