@@ -51,10 +51,14 @@ const (
 type logDirs struct {
 	log, leaves, tiles, checkpoints heldDir
 	origin                          string
+	// records is log/records (logrecords.go), opened on first use: -1 until then, and when it
+	// does not exist (a log made before lookups).
+	records      heldDir
+	recordsTried bool
 }
 
 func (l *logDirs) close() {
-	for _, d := range []heldDir{l.log, l.leaves, l.tiles, l.checkpoints} {
+	for _, d := range []heldDir{l.log, l.leaves, l.tiles, l.checkpoints, l.records} {
 		if d.fd >= 0 {
 			unix.Close(d.fd)
 		}
@@ -99,7 +103,7 @@ func CheckOrigin(origin string) error {
 // openLog opens the log's directories; ok is false when the store has no log (no log/origin).
 // With partial it also opens a log whose origin is not yet written (log init resuming).
 func (s *Store) openLog(partial bool) (*logDirs, bool, error) {
-	l := &logDirs{log: heldDir{fd: -1}, leaves: heldDir{fd: -1}, tiles: heldDir{fd: -1}, checkpoints: heldDir{fd: -1}}
+	l := &logDirs{log: heldDir{fd: -1}, leaves: heldDir{fd: -1}, tiles: heldDir{fd: -1}, checkpoints: heldDir{fd: -1}, records: heldDir{fd: -1}}
 	var st unix.Stat_t
 	if err := unix.Fstatat(s.dirs[dRoot].fd, logDirName, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 		return nil, false, nil
@@ -190,7 +194,8 @@ func (s *Store) lockPublish() (func(), error) {
 
 // logHook, when set by tests, runs at each named step of an append (docs/log.md, "Order of
 // writes"): "leaf" before the leaf's rename, "tiles" after the leaf is durable and before its
-// tiles, "entry" before the index entry's rename.
+// tiles, "lookup" before the record's lookup is renamed into place, "entry" before the index
+// entry's rename.
 var logHook func(step string)
 
 func hook(step string) {
@@ -291,6 +296,7 @@ func logSize(leaves int) (int64, error) {
 }
 
 func (s *Store) readLeaf(l *logDirs, i int64) (deploylog.Leaf, []byte, error) {
+	leafReads.Add(1)
 	rel := leavesRel + "/" + leafName(i)
 	b, err := readLogFile(l.leaves.fd, leafName(i), rel, deploylog.MaxLeafSize)
 	if err != nil {
@@ -338,6 +344,7 @@ func (s *Store) logRepair(l *logDirs) (int64, error) {
 				return 0, err
 			}
 		}
+		s.ensureLookup(l, leaf, n-1)
 	}
 	return n, s.writeTiles(l, n)
 }
@@ -427,7 +434,16 @@ func (s *Store) logAppend(l *logDirs, n int64, leaf deploylog.Leaf) error {
 		return err
 	}
 	hook("tiles")
-	return s.writeTiles(l, n+1)
+	if err := s.writeTiles(l, n+1); err != nil {
+		return err
+	}
+	// The record's lookup, after its leaf (a lookup naming a leaf not yet durable would be
+	// a miss, then wrong once another record's leaf takes that index) and before the entry.
+	hook("lookup")
+	if leaf.Kind != deploylog.KindTombstone {
+		_ = s.writeLookup(l, leaf.Record, n) // a cache: a miss costs a scan, not an answer
+	}
+	return nil
 }
 
 // writeTiles writes each full tile a log of n leaves completes, unless it is there already.
