@@ -194,8 +194,10 @@ func (s *Store) lockPublish() (func(), error) {
 
 // logHook, when set by tests, runs at each named step of an append (docs/log.md, "Order of
 // writes"): "leaf" before the leaf's rename, "tiles" after the leaf is durable and before its
-// tiles, "lookup" before the record's lookup is renamed into place, "entry" before the index
-// entry's rename.
+// tiles, "entry" before the index entry's rename; in log sign "partial" before each partial
+// tile, "lookups" before the record lookups, "checkpoint" before the checkpoint note; in log init
+// "backfill" before each leaf's rename, "init-lookups" before the lookups, "origin" before
+// log/origin.
 var logHook func(step string)
 
 func hook(step string) {
@@ -344,7 +346,6 @@ func (s *Store) logRepair(l *logDirs) (int64, error) {
 				return 0, err
 			}
 		}
-		s.ensureLookup(l, leaf, n-1)
 	}
 	return n, s.writeTiles(l, n)
 }
@@ -434,16 +435,7 @@ func (s *Store) logAppend(l *logDirs, n int64, leaf deploylog.Leaf) error {
 		return err
 	}
 	hook("tiles")
-	if err := s.writeTiles(l, n+1); err != nil {
-		return err
-	}
-	// The record's lookup, after its leaf (a lookup naming a leaf not yet durable would be
-	// a miss, then wrong once another record's leaf takes that index) and before the entry.
-	hook("lookup")
-	if leaf.Kind != deploylog.KindTombstone {
-		_ = s.writeLookup(l, leaf.Record, n) // a cache: a miss costs a scan, not an answer
-	}
-	return nil
+	return s.writeTiles(l, n+1)
 }
 
 // writeTiles writes each full tile a log of n leaves completes, unless it is there already.
@@ -712,6 +704,15 @@ func (s *Store) SignCheckpoint(signer note.Signer) ([]byte, deploylog.Checkpoint
 	if err := s.writePartialTiles(l, r, n); err != nil {
 		return nil, deploylog.Checkpoint{}, err
 	}
+	// The record lookups of the leaves this checkpoint is the first to cover (a proof needs a
+	// checkpoint, so a lookup is first worth its write here, not at each publication), before
+	// the note: a sign killed before it writes them again.
+	from := int64(0)
+	if hasPrev {
+		from = prev.Size
+	}
+	hook("lookups")
+	s.signLookups(l, from, n)
 	root, err := tlog.TreeHash(n, r)
 	if err != nil {
 		return nil, deploylog.Checkpoint{}, err

@@ -255,7 +255,7 @@ func (s *Store) InitLog(origin string) (int64, error) {
 	}
 	// The record lookups, once every leaf they name is durable, and before the log exists: an
 	// init killed before its origin writes them all again.
-	hook("lookups")
+	hook("init-lookups")
 	leaves := make([]deploylog.Leaf, len(pubs))
 	for i, p := range pubs {
 		leaves[i] = p.leaf

@@ -12,14 +12,17 @@ import (
 )
 
 // Record lookups (docs/log.md, "In the store"): log/records/<64 hex of a record's sha256> holds
-// "<leaf index, 20 digits>\n", the newest leaf (not a tombstone) that publishes that record, so
-// that a proof of an old record reads a few files instead of every leaf after its own. A lookup
-// is a cache, never trusted: its reader uses it only when the leaf it names exists, is below the
-// log's size, is not a tombstone and publishes exactly that record; anything else (missing, torn,
-// not one line, another record's leaf) is a miss, and the reader scans the leaves as a log without
+// "<leaf index, 20 digits>\n", the newest leaf (not a tombstone) that publishes that record as of
+// the lookup's write, so that a proof of an old record reads a few files instead of every leaf
+// after its own. They are written where a proof first becomes possible, by log sign for the
+// leaves its checkpoint is the first to cover (a publication writes none: its cost stays the
+// leaf's), and by log init's backfill and a log import for the leaves they write. A lookup is a
+// cache, never trusted: its reader uses it only when the leaf it names exists, is below the log's
+// size, is not a tombstone and publishes exactly that record; anything else (missing, torn, not
+// one line, another record's leaf) is a miss, and the reader scans the leaves as a log without
 // lookups is read. So a lookup is written without fsync (neither the file nor log/records is
-// synced: a lookup lost or torn by a power loss is a miss, never a wrong answer), is replaced by a
-// newer publication of its record (rename over it), and a failure to write one never fails the
+// synced: a lookup lost or torn by a power loss is a miss, never a wrong answer), is replaced when
+// a newer leaf publishes its record (rename over it), and a failure to write one never fails the
 // operation that writes it.
 const (
 	recordsName = "records"
@@ -79,43 +82,47 @@ func readLookup(l *logDirs, record digest.Digest) (int64, bool) {
 // renamed over any lookup there. Errors are returned for the tests; writers ignore them (a
 // missing lookup is a miss).
 func (s *Store) writeLookup(l *logDirs, record digest.Digest, i int64) error {
-	dirfd := l.recordsDir(true)
-	if dirfd < 0 {
-		return refuse.New(CodeStoreIO, "%s cannot be opened", recordsRel)
+	st, err := s.stageLookupOf(l, record, i)
+	if err != nil {
+		return err
+	}
+	defer st.discard(s)
+	return s.renameLookup(l, st, record)
+}
+
+// stageLookupOf stages the lookup of record naming leaf i in tmp/ (0400, not synced, its
+// descriptor closed), after making sure log/records is there.
+func (s *Store) stageLookupOf(l *logDirs, record digest.Digest, i int64) (*staged, error) {
+	if l.recordsDir(true) < 0 {
+		return nil, refuse.New(CodeStoreIO, "%s cannot be opened", recordsRel)
 	}
 	if record.Algorithm() != digest.SHA256 || record.Validate() != nil {
-		return refuse.New(CodeStoreIO, "record %q is not a sha256 digest", record)
+		return nil, refuse.New(CodeStoreIO, "record %q is not a sha256 digest", record)
 	}
 	var b [lookupSize]byte
 	putPad20(b[:], i)
 	b[lookupSize-1] = '\n'
 	st, err := s.stage(b[:], false)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer st.discard(s)
-	if err := unix.Renameat(s.dirs[dTmp].fd, st.name, dirfd, record.Encoded()); err != nil {
+	unix.Close(st.fd)
+	st.fd = -1
+	return st, nil
+}
+
+// renameLookup renames a staged lookup over the lookup of record.
+func (s *Store) renameLookup(l *logDirs, st *staged, record digest.Digest) error {
+	if err := unix.Renameat(s.dirs[dTmp].fd, st.name, l.records.fd, record.Encoded()); err != nil {
 		return refuse.Wrap(CodeStoreIO, err, "rename the lookup of %s into %s", record, recordsRel)
 	}
 	st.renamed = true
 	return nil
 }
 
-// ensureLookup writes the lookup of leaf i's record unless it names i already: the repair of
-// the last leaf (an append killed between its leaf and its lookup).
-func (s *Store) ensureLookup(l *logDirs, leaf deploylog.Leaf, i int64) {
-	if leaf.Kind == deploylog.KindTombstone {
-		return
-	}
-	if j, ok := readLookup(l, leaf.Record); ok && j == i {
-		return
-	}
-	_ = s.writeLookup(l, leaf.Record, i) // a cache: a miss costs a scan, not an answer
-}
-
 // writeLookups writes the lookups of leaves[k] for k in [from, len(leaves)): for each record, the
 // newest of those leaves that publishes it (tombstones name none), on a few goroutines; with
-// check, only those that do not name it already. Used by log init's backfill and by a log
+// check, only those that do not name it already. Used by log sign, log init's backfill and a log
 // import, after the leaves are durable.
 func (s *Store) writeLookups(l *logDirs, leaves []deploylog.Leaf, from int64, check bool) {
 	newest := map[digest.Digest]int64{}
@@ -170,4 +177,22 @@ func (s *Store) lookupLeaf(l *logDirs, record digest.Digest, n int64) (int64, []
 		return 0, nil, false
 	}
 	return i, raw, true
+}
+
+// signLookups writes the lookups of leaves from..n-1 (the leaves a signature is the first to
+// cover) that do not name their newest leaf already. A leaf it cannot read ends it: the
+// signature does not depend on a cache.
+func (s *Store) signLookups(l *logDirs, from, n int64) {
+	if from >= n {
+		return
+	}
+	leaves := make([]deploylog.Leaf, n)
+	errs := make([]error, n)
+	parallel(n-from, func(k int64) { leaves[from+k], _, errs[from+k] = s.readLeaf(l, from+k) })
+	for _, err := range errs[from:] {
+		if err != nil {
+			return
+		}
+	}
+	s.writeLookups(l, leaves, from, true)
 }

@@ -71,12 +71,13 @@ func proofReads(t testing.TB, s *Store, record digest.Digest, v deploylog.Checkp
 	return p, leafReads.Load() - before
 }
 
-// TestLogRecordLookups: every publication writes its record's lookup (the newest leaf: a record
-// published again under another key moves it); a proof of the oldest record reads one leaf
-// through it, where a log without it reads every leaf from the last; and a lookup that is
-// missing, torn, garbage, breaks the file rules, names a leaf past the log, another record's
-// leaf or a tombstone is not trusted: the proof is the same, found by the scan. log verify and
-// store verify accept log/records.
+// TestLogRecordLookups: a publication writes no lookup; log sign writes the lookup of every
+// record its checkpoint is the first to cover (the newest leaf: a record published again under
+// another key moves it); a proof of the oldest record reads one leaf through it, where a log
+// without it reads every leaf from the last; and a lookup that is missing, torn, garbage, breaks
+// the file rules, names a leaf past the log, another record's leaf or a tombstone is not
+// trusted: the proof is the same, found by the scan. log verify and store verify accept
+// log/records; log init run again writes the lookups a log lacks or has stale.
 func TestLogRecordLookups(t *testing.T) {
 	s := newLogStore(t)
 	var recs []evidence.Descriptor
@@ -88,11 +89,14 @@ func TestLogRecordLookups(t *testing.T) {
 	if err := s.PutIndex(evidence.IndexIntents, evidence.FromBytes([]byte("another key")), recs[7]); err != nil {
 		t.Fatal(err)
 	}
-	wantLookups(t, s)
+	if _, err := os.Stat(filepath.Join(s.Root(), recordsRel)); !os.IsNotExist(err) {
+		t.Fatalf("publications wrote lookups: %v", err)
+	}
 	sg, kv := logKey(t, testOrigin)
 	if _, _, err := s.SignCheckpoint(sg); err != nil {
 		t.Fatal(err)
 	}
+	wantLookups(t, s)
 	wantLogOK(t, verifyLog(t, s, LogVerifyOptions{Verifier: kv}))
 	if sr, err := s.Verify(); err != nil || !sr.OK() {
 		t.Fatalf("store verify: %v %+v", err, sr.Corruption)
@@ -188,21 +192,41 @@ func TestLogRecordLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLookups(t, s)
-}
 
-// TestLogRecordLookupTombstone: store gc's tombstones write no lookup, and the lookup of a dropped
-// record still names the leaf that published it, which its proof proves; a lookup naming the
-// tombstone is not trusted.
-func TestLogRecordLookupTombstone(t *testing.T) {
-	s, recs, keys := gcFixture(t)
-	if _, err := s.GC(dropIntents(keys[2]), GCOptions{}); err != nil {
+	// Published again after the signature: the lookup still names the signed leaf, whose proof
+	// a proof of the record is (where the scan, finding the unsigned leaf first, is LOG_UNSIGNED);
+	// the next signature moves it to the new leaf.
+	if err := s.PutIndex(evidence.IndexIntents, evidence.FromBytes([]byte("a third key")), recs[7]); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := proofReads(t, s, recs[7].Digest, kv); p.Index != 300 {
+		t.Fatalf("a record published again in the unsigned tail: proof of leaf %d, want the signed 300", p.Index)
+	}
+	if _, _, err := s.SignCheckpoint(sg); err != nil {
 		t.Fatal(err)
 	}
 	wantLookups(t, s)
+	if p, _ := proofReads(t, s, recs[7].Digest, kv); p.Index != 301 {
+		t.Fatalf("after the next signature: proof of leaf %d, want 301", p.Index)
+	}
+}
+
+// TestLogRecordLookupTombstone: tombstones get no lookup (a signature covering store gc's
+// tombstones leaves the dropped record's lookup naming the leaf that published it, which its
+// proof proves); a lookup naming the tombstone is not trusted.
+func TestLogRecordLookupTombstone(t *testing.T) {
+	s, recs, keys := gcFixture(t)
 	sg, kv := logKey(t, testOrigin)
 	if _, _, err := s.SignCheckpoint(sg); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.GC(dropIntents(keys[2]), GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SignCheckpoint(sg); err != nil {
+		t.Fatal(err)
+	}
+	wantLookups(t, s)
 	good, reads := proofReads(t, s, recs[2].Digest, kv)
 	if good.Index != 2 || reads != 1 {
 		t.Fatalf("the dropped record's proof: leaf %d, %d reads", good.Index, reads)
