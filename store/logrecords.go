@@ -72,10 +72,18 @@ func readLookup(l *logDirs, record digest.Digest) (int64, bool) {
 	}
 	var buf [lookupSize + 1]byte
 	m, err := preadFull(fd, buf[:])
-	if err != nil || m != lookupSize || buf[lookupSize-1] != '\n' {
+	if err != nil {
 		return 0, false
 	}
-	return parseNameBytes(buf[:lookupSize-1])
+	return parseLookup(buf[:m])
+}
+
+// parseLookup parses a lookup's bytes: exactly one 20-digit leaf index (pad20) and a newline.
+func parseLookup(b []byte) (int64, bool) {
+	if len(b) != lookupSize || b[lookupSize-1] != '\n' {
+		return 0, false
+	}
+	return parseNameBytes(b[:lookupSize-1])
 }
 
 // writeLookup makes the lookup of record name leaf i: staged in tmp/ (0400, not synced) and

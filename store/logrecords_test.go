@@ -288,3 +288,23 @@ func intentRecord(t testing.TB, s *Store, i int) digest.Digest {
 	}
 	return evidence.FromBytes(rec)
 }
+
+// FuzzParseLookup: a lookup parses only as the 20 digits of an index and a newline, exactly
+// what writeLookup writes for it.
+func FuzzParseLookup(f *testing.F) {
+	for _, s := range []string{"00000000000000000000\n", "00000000000000000255\n", "99999999999999999999\n",
+		"0000000000000000025\n", "00000000000000000255", "00000000000000000255\n\n", "0000000000000000025x\n", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		i, ok := parseLookup(b)
+		if ok && pad20(i)+"\n" != string(b) {
+			t.Fatalf("%q parsed as %d", b, i)
+		}
+		if !ok && len(b) == lookupSize && b[lookupSize-1] == '\n' {
+			if _, nameOK := parseName(string(b[:lookupSize-1])); nameOK {
+				t.Fatalf("%q refused", b)
+			}
+		}
+	})
+}
