@@ -20,6 +20,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
@@ -98,15 +99,11 @@ func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 	if f.Cluster != "" && (len(f.Cluster) > 256 || strings.ContainsAny(f.Cluster, " \t\r\n\x00/")) {
 		return nil, refuse.New(CodeClusterFilter, "cluster filter %s is not a kube-system uid", refuse.Ident(f.Cluster))
 	}
-	sc, err := scan(st)
+	sc, lg, err := scanStory(st, o)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Schema: SchemaHistory, Store: st.Root(), Cluster: f.Cluster, Order: OrderRecords, Entries: []Entry{}}
-	lg, err := readLog(st, o)
-	if err != nil {
-		return nil, err
-	}
 	if lg == nil {
 		sc.byRecords()
 	} else {
@@ -204,12 +201,20 @@ func parseTime(s string, d digest.Digest) (time.Time, error) {
 
 // load reads the record d names into v, which must carry the schema mediaType names.
 func (sc *scanned) load(d evidence.Descriptor, mediaType string, v any) error {
+	return sc.loadBytes(d, mediaType, nil, v)
+}
+
+// loadBytes is load of the record's bytes b when the caller holds them already, read and
+// hashed to d.Digest by the store (the log's check, store.LogPublication); nil b is read by Get.
+func (sc *scanned) loadBytes(d evidence.Descriptor, mediaType string, b []byte, v any) error {
 	if d.MediaType != mediaType {
 		return refuse.New(CodeRecordInvalid, "index names %s with media type %s, want %s", d.Digest, refuse.Ident(d.MediaType), mediaType)
 	}
-	b, err := sc.st.Get(d.Digest)
-	if err != nil {
-		return err
+	if b == nil {
+		var err error
+		if b, err = sc.st.Get(d.Digest); err != nil {
+			return err
+		}
 	}
 	if int64(len(b)) != d.Size {
 		return refuse.New(store.CodeObjectSize, "object %s has %d bytes, its index entry says %d", d.Digest, len(b), d.Size)
@@ -380,23 +385,116 @@ func (sc *scanned) context(d evidence.Descriptor) (string, error) {
 // job is one root record a listing reads.
 type job struct {
 	kind, mediaType string
+	key             digest.Digest // its index entry's key
 	desc            evidence.Descriptor
+	raw             []byte // the record's bytes as the log's check read and hashed them; nil: read by Get
 	entry           Entry
 	err             error
 }
 
+// indexKind is one index a listing reads: its records' media type, their lines' kind, and the
+// kind of the log's leaves that publish them.
+type indexKind struct {
+	index, mediaType, kind string
+	leaf                   deploylog.Kind
+}
+
+// kinds are the indexes a listing reads, in the order its errors are reported: receipts,
+// preflights, live audits, intents (each by key), so that a store with several bad records
+// always names the same one.
+var kinds = []indexKind{
+	{evidence.IndexReceipts, evidence.MediaTypeReceipt, KindReceipt, deploylog.KindReceipt},
+	{evidence.IndexPreflights, evidence.MediaTypePreflight, KindPreflight, deploylog.KindPreflight},
+	{evidence.IndexLiveAudits, evidence.MediaTypeLiveAudit, KindLiveAudit, deploylog.KindLiveAudit},
+	{evidence.IndexIntents, evidence.MediaTypeIntent, KindUnfinished, deploylog.KindIntent},
+}
+
+// scanStory reads the root records and, when the store has one, the verified log. With a log,
+// the records are those the log's check read (store.ReadLogStoryWith hands each publication's
+// index entry and record bytes over as it reads them, on its workers, where they are decoded):
+// each file is read once. Without a log, or when the log does not verify, the records are
+// listed and read as before (scan), and that reading's refusal comes first, as it always has:
+// a record history cannot read is refused with its own code whatever the log says.
+func scanStory(st *store.Store, o Options) (*scanned, *logStory, error) {
+	sc := &scanned{st: st, contexts: map[digest.Digest]string{}}
+	var mu sync.Mutex
+	var jobs []*job
+	lg, err := readLogWith(st, o, func(p store.LogPublication) {
+		k := slices.IndexFunc(kinds, func(k indexKind) bool { return k.leaf == p.Kind })
+		if k < 0 {
+			return
+		}
+		j := &job{kind: kinds[k].kind, mediaType: kinds[k].mediaType, key: p.Key, desc: p.Entry, raw: p.Record}
+		// An intent is a line only without its receipt, which may not be read yet: it is read
+		// once every publication is known (holding its bytes, not reading them again).
+		if j.kind != KindUnfinished {
+			j.err = sc.read(j)
+			j.raw = nil
+		}
+		mu.Lock()
+		jobs = append(jobs, j)
+		mu.Unlock()
+	})
+	if err != nil || lg == nil {
+		sc, serr := scan(st)
+		if serr != nil {
+			return nil, nil, serr
+		}
+		return sc, nil, err
+	}
+	rank := func(kind string) int {
+		return slices.IndexFunc(kinds, func(k indexKind) bool { return k.kind == kind })
+	}
+	slices.SortFunc(jobs, func(a, b *job) int {
+		return cmp.Or(cmp.Compare(rank(a.kind), rank(b.kind)), strings.Compare(string(a.key), string(b.key)))
+	})
+	done := map[digest.Digest]bool{}
+	var intents []*job
+	for _, j := range jobs {
+		switch {
+		case j.kind == KindReceipt:
+			done[j.key] = true
+		case j.kind == KindUnfinished && !done[j.key]:
+			intents = append(intents, j)
+		}
+	}
+	readAll(sc, intents)
+	sc.entries = make([]Entry, 0, len(jobs))
+	for _, j := range jobs {
+		if j.kind == KindUnfinished && done[j.key] {
+			continue
+		}
+		if j.err != nil {
+			return nil, nil, j.err
+		}
+		sc.entries = append(sc.entries, j.entry)
+	}
+	return sc, lg, nil
+}
+
+// readAll reads every job, on as many goroutines as there are cores: each record is read,
+// re-hashed and scanned independently of the others.
+func readAll(sc *scanned, jobs []*job) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				jobs[i].err = sc.read(jobs[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func scan(st *store.Store) (*scanned, error) {
 	sc := &scanned{st: st, contexts: map[digest.Digest]string{}}
-	// The four indexes are listed, then the records read, by as many goroutines as there are
-	// cores: each record is read, re-hashed and scanned independently of the others. Errors are
-	// reported in the order of the sequential listing (receipts, preflights, live audits, intents,
-	// each by key), so that a store with several bad records always names the same one.
-	kinds := []struct{ index, mediaType, kind string }{
-		{evidence.IndexReceipts, evidence.MediaTypeReceipt, KindReceipt},
-		{evidence.IndexPreflights, evidence.MediaTypePreflight, KindPreflight},
-		{evidence.IndexLiveAudits, evidence.MediaTypeLiveAudit, KindLiveAudit},
-		{evidence.IndexIntents, evidence.MediaTypeIntent, KindUnfinished},
-	}
+	// The four indexes are listed, then the records read (readAll). Errors are reported in the
+	// order of the sequential listing (kinds, each by key).
 	lists := make([][]store.IndexEntry, len(kinds))
 	errs := make([]error, len(kinds))
 	var wg sync.WaitGroup
@@ -413,31 +511,18 @@ func scan(st *store.Store) (*scanned, error) {
 	for _, ie := range lists[0] {
 		done[ie.Key] = true
 	}
-	var jobs []job
+	var jobs []*job
 	for i, k := range kinds {
 		for _, ie := range lists[i] {
 			if k.kind == KindUnfinished && done[ie.Key] {
 				continue
 			}
-			jobs = append(jobs, job{kind: k.kind, mediaType: k.mediaType, desc: ie.Descriptor})
+			jobs = append(jobs, &job{kind: k.kind, mediaType: k.mediaType, key: ie.Key, desc: ie.Descriptor})
 		}
 	}
-	var next atomic.Int64
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(jobs) {
-					return
-				}
-				jobs[i].err = sc.read(&jobs[i])
-			}
-		})
-	}
-	wg.Wait()
+	readAll(sc, jobs)
 	sc.entries = make([]Entry, 0, len(jobs))
-	for i := range jobs {
-		j := &jobs[i]
+	for _, j := range jobs {
 		if j.err != nil {
 			return nil, j.err
 		}
@@ -465,7 +550,7 @@ func (sc *scanned) byRecords() {
 // read reads the root record of j, and for an unfinished apply its preflight, into j's entry.
 func (sc *scanned) read(j *job) error {
 	var l line
-	if err := sc.load(j.desc, j.mediaType, &l); err != nil {
+	if err := sc.loadBytes(j.desc, j.mediaType, j.raw, &l); err != nil {
 		return err
 	}
 	at, verdict := l.FinishedAt, ""

@@ -92,8 +92,12 @@ type tombstone struct {
 // readLog verifies and reads the log of st (with o's verifier, when given). A store without a log
 // has no log story (nil) unless a verifier asks for its signatures: then it is refused
 // (LOG_NOT_INITIALIZED), as there is nothing signed to show.
-func readLog(st *store.Store, o Options) (*logStory, error) {
-	ls, err := st.ReadLogStory(o.LogVerifier)
+func readLog(st *store.Store, o Options) (*logStory, error) { return readLogWith(st, o, nil) }
+
+// readLogWith is readLog handing each publication the log's check read to publication
+// (store.LogVerifyOptions.Publication), when set.
+func readLogWith(st *store.Store, o Options, publication func(store.LogPublication)) (*logStory, error) {
+	ls, err := st.ReadLogStoryWith(store.LogVerifyOptions{Verifier: o.LogVerifier, Publication: publication})
 	if refuse.CodeOf(err) == store.CodeLogNotInitialized && o.LogVerifier == nil {
 		return nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -76,11 +77,40 @@ func newLogStore(t testing.TB) *Store {
 	return s
 }
 
+// verifyLog runs VerifyLog, and again with a Publication consumer (history's path), which must
+// report the same findings and be handed only what the check read: each publication once, its
+// record's bytes hashing to the entry's digest.
 func verifyLog(t testing.TB, s *Store, o LogVerifyOptions) *LogReport {
 	t.Helper()
 	r, err := s.VerifyLog(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.Publication == nil {
+		var mu sync.Mutex
+		seen := map[int64]bool{}
+		var bad []string
+		o.Publication = func(p LogPublication) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[p.Leaf] {
+				bad = append(bad, fmt.Sprintf("leaf %d handed twice", p.Leaf))
+			}
+			seen[p.Leaf] = true
+			if p.Record != nil && digest.FromBytes(p.Record) != p.Entry.Digest {
+				bad = append(bad, fmt.Sprintf("leaf %d: record bytes not of %s", p.Leaf, p.Entry.Digest))
+			}
+		}
+		r2, err := s.VerifyLog(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bad) > 0 {
+			t.Fatalf("publications: %v", bad)
+		}
+		if !reflect.DeepEqual(r, r2) {
+			t.Fatalf("log verify with a publication consumer differs:\n%+v\n%+v", r, r2)
+		}
 	}
 	return r
 }
@@ -599,5 +629,77 @@ func TestLogPartialTiles(t *testing.T) {
 	wantFinding(t, verifyLog(t, s, LogVerifyOptions{Verifier: kv}), CodeLogTileMismatch)
 	if _, _, err := s.SignCheckpoint(sg); refuse.CodeOf(err) != CodeLogCheckpointStale {
 		t.Fatalf("sign over a changed right edge: %v", err)
+	}
+}
+
+// VerifyLog's Publication consumer is handed every publication whose entry the check read, once,
+// with the record bytes it read and hashed: none for a leaf whose entry is gone, no bytes for a
+// record that fails its check or that another leaf checks.
+func TestLogVerifyPublication(t *testing.T) {
+	s := newLogStore(t)
+	const N = 40
+	var recs []evidence.Descriptor
+	var keys []digest.Digest
+	for i := 0; i < N; i++ {
+		r, k := publishIntent(t, s, i)
+		recs, keys = append(recs, r), append(keys, k)
+	}
+	// Leaf N publishes record 0 again, as a receipt: checked once, by leaf 0.
+	if err := s.PutIndex(evidence.IndexReceipts, keys[0], recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	collect := func() map[int64]LogPublication {
+		var mu sync.Mutex
+		got := map[int64]LogPublication{}
+		r, err := s.VerifyLog(LogVerifyOptions{Publication: func(p LogPublication) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, dup := got[p.Leaf]; dup {
+				t.Errorf("leaf %d handed twice", p.Leaf)
+			}
+			got[p.Leaf] = p
+		}})
+		if err != nil || r.Size != N+1 {
+			t.Fatalf("%v %+v", err, r)
+		}
+		return got
+	}
+	got := collect()
+	if len(got) != N+1 {
+		t.Fatalf("%d publications handed, want %d", len(got), N+1)
+	}
+	for i := int64(0); i < N; i++ {
+		p := got[i]
+		want, err := s.Get(recs[i].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Kind != deploylog.KindIntent || p.Key != keys[i] || p.Entry != recs[i] || !bytes.Equal(p.Record, want) {
+			t.Fatalf("leaf %d: %+v", i, p)
+		}
+	}
+	if p := got[N]; p.Kind != deploylog.KindReceipt || p.Entry != recs[0] || p.Record != nil {
+		t.Fatalf("leaf %d (record checked by leaf 0): %+v", N, p)
+	}
+	// An entry gone: not handed; a record changed: handed without bytes.
+	if err := os.Remove(filepath.Join(s.Root(), "index", evidence.IndexIntents, keys[3].Encoded())); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(s.Root(), "blobs", "sha256", recs[5].Digest.Encoded())
+	_ = os.Chmod(p, 0o600)
+	if err := os.WriteFile(p, []byte("changed"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(p, 0o400)
+	got = collect()
+	if _, ok := got[3]; ok || len(got) != N {
+		t.Fatalf("%d handed, leaf 3 (entry gone) among them: %v", len(got), ok)
+	}
+	if got[5].Record != nil || got[5].Entry != recs[5] {
+		t.Fatalf("leaf 5 (record changed): %+v", got[5])
+	}
+	r := verifyLog(t, s, LogVerifyOptions{})
+	if c := codes(r.Errors); c[CodeLogEntryMissing] != 1 || c[CodeLogRecordMissing] != 1 {
+		t.Fatalf("findings %+v", r.Errors)
 	}
 }

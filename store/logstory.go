@@ -33,7 +33,16 @@ type LogStory struct {
 // with any error is refused with the first error's code, so a story is never told from a log
 // that does not verify. LOG_NOT_INITIALIZED without a log. Nothing is written.
 func (s *Store) ReadLogStory(v deploylog.CheckpointVerifier) (*LogStory, error) {
-	r, leaves, err := s.verifyLog(LogVerifyOptions{Verifier: v})
+	return s.ReadLogStoryWith(LogVerifyOptions{Verifier: v})
+}
+
+// ReadLogStoryWith is ReadLogStory verifying with o: o.Verifier judges the checkpoints, and
+// o.Publication, when set, is handed each publication's entry and record as the verification
+// reads them (a reader of the story then reads no record twice; it trusts what it was handed
+// only once this returns without error); o.Since, when set, is checked as log verify does.
+func (s *Store) ReadLogStoryWith(o LogVerifyOptions) (*LogStory, error) {
+	v := o.Verifier
+	r, leaves, err := s.verifyLog(o)
 	if err != nil {
 		return nil, err
 	}

@@ -112,6 +112,27 @@ type LogVerifyOptions struct {
 	Verifier deploylog.CheckpointVerifier
 	// Since is the auditor's last signed checkpoint (a note): the log must extend it.
 	Since []byte
+	// Publication, when set, is handed each publication as VerifyLog read it (ReadLogStoryWith:
+	// history reads each record once, where the log's check read it). It is called on the
+	// worker goroutines, concurrently, for every leaf that published its index entry last
+	// (attestations, tombstones and duplicates excepted) whose entry was read and decoded,
+	// before the report is complete: a call says nothing about the log's validity, the report
+	// does. Nothing is skipped or added for it; the record is read whole (Get's checks) instead
+	// of streamed through the hash.
+	Publication func(LogPublication)
+}
+
+// LogPublication is one publication as VerifyLog read it (LogVerifyOptions.Publication).
+type LogPublication struct {
+	Leaf  int64
+	Kind  deploylog.Kind
+	Key   digest.Digest
+	Entry evidence.Descriptor // the index entry as read; its digest may differ from the leaf's record (a finding)
+	// Record is the record's bytes, read and hashed to Entry.Digest on this call's worker, the
+	// callee's to keep. Nil when another leaf checks that digest (a record two leaves publish),
+	// when a tombstone dropped the leaf (its record is not checked), when the entry names
+	// another record than the leaf, or when the record failed its check (a finding).
+	Record []byte
 }
 
 // VerifyLog recomputes the log's tree from its leaves and checks, collecting every finding
@@ -148,7 +169,7 @@ func (s *Store) verifyLog(o LogVerifyOptions) (*LogReport, []deploylog.Leaf, err
 	}
 	n := int64(len(leaves))
 	entries := make(chan *entryCheck, 1)
-	go func() { entries <- s.checkEntries(leaves, parsed) }()
+	go func() { entries <- s.checkEntries(leaves, parsed, o.Publication) }()
 
 	tree := &deploylog.Tree{}
 	tree.Grow(n)
@@ -512,7 +533,7 @@ type listedEntry struct {
 // once (a record published twice is checked once), and the index listings (getdents of each
 // kind's held directory: names only, the contents being read by the leaves) for entries no leaf
 // records. The reads run on a worker per core.
-func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck {
+func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool, publication func(LogPublication)) *entryCheck {
 	n := int64(len(leaves))
 	c := &entryCheck{lives: make(map[entryKey]*entryLife, n), lifeOf: make([]*entryLife, n), orphan: make([]bool, n), dup: make([]bool, n),
 		dropped: make([]bool, n), entry: make([]entryRead, n), recordOf: make([]int64, n), recErr: make([]error, n)}
@@ -586,8 +607,19 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool) *entryCheck
 						c.entry[i] = entryRead{d: d, ok: ok, err: err}
 					}
 				}
-				if c.recordOf[i] == i {
+				var rec []byte
+				switch {
+				case c.recordOf[i] != i:
+				case publication != nil && needEntry[i]:
+					rec, c.recErr[i] = readObject(s.dirs[dSHA256].fd, leaf.Record)
+				default:
 					_, c.recErr[i] = checkObject(s.dirs[dSHA256].fd, leaf.Record)
+				}
+				if e := c.entry[i]; publication != nil && e.ok {
+					if e.d.Digest != leaf.Record {
+						rec = nil
+					}
+					publication(LogPublication{Leaf: i, Kind: leaf.Kind, Key: leaf.Key, Entry: e.d, Record: rec})
 				}
 			}
 		})
