@@ -34,12 +34,13 @@ const partialHint = "nothing was rolled back and no receipt was published; the c
 	"audit live state with kubectl get --show-managed-fields, then rerun this apply command to roll forward " +
 	"(it recovers from its intent) or apply an earlier lock"
 
-func apply(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (*Result, error) {
+func apply(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (_ *Result, err error) {
 	s, err := newSession(opts, pc, f)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
+	defer s.startBatch()(&err)
 	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target,
 		Store: pc.Command.Store, Preflight: *pc.Command.Preflight}
 
@@ -217,14 +218,13 @@ func (s *session) loadPreflight() (evidence.Descriptor, error) {
 func (s *session) publishIntent(pre evidence.Descriptor) (evidence.Descriptor, error) {
 	in := evidence.Intent{Schema: evidence.SchemaIntent, Command: s.cmdDesc, Preflight: pre, Target: s.pc.Target,
 		ClusterUID: s.clusterUID, Execs: append([]evidence.Descriptor(nil), s.execs...), CreatedAt: stamp(s.opts.Now())}
-	d, _, err := s.st.PutRecord(evidence.MediaTypeIntent, in)
+	d, err := s.putRecord(evidence.MediaTypeIntent, in)
 	if err != nil {
 		return d, storeErr(err, "apply intent")
 	}
-	if err := s.st.PutIndex(evidence.IndexIntents, s.pc.Digest, d); err != nil {
-		return d, storeErr(err, "intent index")
-	}
-	return d, nil
+	// The intent, and the dry-run and identity evidence it names, are durable and published
+	// before the mutation it licenses.
+	return d, s.publish(evidence.IndexIntents, s.pc.Digest, d, "intent")
 }
 
 // converge reads the applied objects back and proves convergence with the auditor's verifier.
@@ -288,14 +288,11 @@ func (s *session) publishReceipt(pre, intent evidence.Descriptor, recovered bool
 	if rc.Objects == nil {
 		rc.Objects = []evidence.LiveObject{}
 	}
-	d, _, err := s.st.PutRecord(evidence.MediaTypeReceipt, rc)
+	d, err := s.putRecord(evidence.MediaTypeReceipt, rc)
 	if err != nil {
 		return d, storeErr(err, "receipt")
 	}
-	if err := s.st.PutIndex(evidence.IndexReceipts, s.pc.Digest, d); err != nil {
-		return d, storeErr(err, "receipt index")
-	}
-	return d, nil
+	return d, s.publish(evidence.IndexReceipts, s.pc.Digest, d, "receipt")
 }
 
 // targetMismatch names the target fields in which the preflight's command differs from this one.

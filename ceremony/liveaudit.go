@@ -182,12 +182,7 @@ func (s *session) liveAudit(ctx context.Context) (_ *LiveAuditResult, err error)
 	// A live audit mutates nothing and publishes one root, its report, at its end: its evidence
 	// is written as it comes and made durable together just before the report is published. A
 	// refused or interrupted run makes it durable here, so its exec records stay in the store.
-	s.batch = s.st.NewBatch()
-	defer func() {
-		if serr := s.batch.Sync(); serr != nil && err == nil {
-			err = storeErr(serr, "evidence")
-		}
-	}()
+	defer s.startBatch()(&err)
 	pc := s.pc
 	res := &LiveAuditResult{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store,
 		ClusterUID: pc.Command.ExpectedClusterUID}
@@ -487,13 +482,5 @@ func (s *session) publishLiveAudit(rcDesc evidence.Descriptor, rc *evidence.Rece
 	if err != nil {
 		return d, storeErr(err, "live-audit report")
 	}
-	// The report and everything it names are durable, and in place, before the index entry
-	// that publishes the report is written.
-	if err := s.batch.Sync(); err != nil {
-		return d, storeErr(err, "live-audit evidence")
-	}
-	if err := s.st.PutIndex(evidence.IndexLiveAudits, d.Digest, d); err != nil {
-		return d, storeErr(err, "live-audit index")
-	}
-	return d, nil
+	return d, s.publish(evidence.IndexLiveAudits, d.Digest, d, "live-audit")
 }

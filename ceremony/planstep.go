@@ -28,7 +28,7 @@ func (s *session) plan(res *Result) (*evidence.Descriptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, _, err := s.st.PutRecord(evidence.MediaTypePlan, p)
+	d, err := s.putRecord(evidence.MediaTypePlan, p)
 	if err != nil {
 		return nil, storeErr(err, "plan")
 	}

@@ -71,12 +71,13 @@ func newSession(opts Options, pc *command.Parsed, f *stablefile.File) (*session,
 	return &session{opts: opts, pc: pc, cmdFile: f, st: st, started: opts.Now()}, nil
 }
 
-func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (*Result, error) {
+func preflight(ctx context.Context, opts Options, pc *command.Parsed, f *stablefile.File) (_ *Result, err error) {
 	s, err := newSession(opts, pc, f)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
+	defer s.startBatch()(&err)
 	var plan *evidence.Descriptor
 	res := &Result{Command: pc.Command.Command, CommandDigest: pc.Digest, Target: pc.Target, Store: pc.Command.Store}
 	steps := []step{
@@ -135,12 +136,9 @@ func (s *session) publishPreflight(plan *evidence.Descriptor) (evidence.Descript
 		StartedAt: stamp(s.started), FinishedAt: stamp(s.opts.Now()), Plan: plan, Writer: buildinfo.Read().Writer(),
 		Versions: s.versions,
 	}
-	d, _, err := s.st.PutRecord(evidence.MediaTypePreflight, rec)
+	d, err := s.putRecord(evidence.MediaTypePreflight, rec)
 	if err != nil {
 		return d, storeErr(err, "preflight report")
 	}
-	if err := s.st.PutIndex(evidence.IndexPreflights, d.Digest, d); err != nil {
-		return d, storeErr(err, "preflight index")
-	}
-	return d, nil
+	return d, s.publish(evidence.IndexPreflights, d.Digest, d, "preflight")
 }

@@ -108,8 +108,39 @@ type session struct {
 	started    time.Time
 	endHash    chan error // the end-of-run full kubectl hash, once started
 	// batch, when set, receives the run's evidence (inputs, kubectl output, exec records), made
-	// durable together before the run's root record is published (a live audit's).
+	// durable together before each root record is published (see startBatch).
 	batch *store.Batch
+}
+
+// startBatch makes the run's evidence durable in batches, the way git's core.fsyncMethod=batch
+// writes objects: each object is staged unsynced as it comes, and publish syncs them all at
+// once (their fsyncs concurrent: one journal commit instead of one per object), renames them
+// into place and syncs blobs/sha256 once, before the index entry that publishes the root
+// record naming them. A run's objects are not in the store until then: a run killed before it
+// leaves staging files (store verify's hints) and nothing that a root could name. The returned
+// function, deferred by the run, syncs what a refused or interrupted run stored, so that its
+// exec records and kubectl output stay in the store as the refusal's evidence.
+func (s *session) startBatch() func(err *error) {
+	s.batch = s.st.NewBatch()
+	return func(err *error) {
+		if serr := s.batch.Sync(); serr != nil && *err == nil {
+			*err = storeErr(serr, "evidence")
+		}
+	}
+}
+
+// publish makes the run's evidence so far durable (the root record d last), then publishes d
+// under key in index kind: no index entry is ever durable before what its record names.
+func (s *session) publish(kind string, key digest.Digest, d evidence.Descriptor, what string) error {
+	if s.batch != nil {
+		if err := s.batch.Sync(); err != nil {
+			return storeErr(err, what+" evidence")
+		}
+	}
+	if err := s.st.PutIndex(kind, key, d); err != nil {
+		return storeErr(err, what+" index")
+	}
+	return nil
 }
 
 func (s *session) putBlob(mt string, b []byte) (evidence.Descriptor, error) {
@@ -208,7 +239,7 @@ func (s *session) readInputs() error {
 	}
 	s.runner = &kubectl.Runner{Exe: s.exe, Kubeconfig: s.kubeconfig.Bytes, Context: c.Kubeconfig.Context,
 		Timeout: s.opts.StepTimeout, MaxOutput: MaxKubectlOutput}
-	if s.inputs.Kubectl, _, err = s.st.PutRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
+	if s.inputs.Kubectl, err = s.putRecord(evidence.MediaTypeInput, s.exe.Input()); err != nil {
 		return storeErr(err, "kubectl input")
 	}
 	return nil
@@ -245,7 +276,7 @@ func (s *session) storeInputs() error {
 			return evidence.Descriptor{}
 		}
 		var d evidence.Descriptor
-		d, _, err = s.st.PutRecord(mt, v)
+		d, err = s.putRecord(mt, v)
 		return d
 	}
 	blob := func(mt string, b []byte) evidence.Descriptor {
@@ -253,7 +284,7 @@ func (s *session) storeInputs() error {
 			return evidence.Descriptor{}
 		}
 		var d evidence.Descriptor
-		d, err = s.st.PutBlob(mt, b)
+		d, err = s.putBlob(mt, b)
 		return d
 	}
 	s.cmdDesc = put(evidence.MediaTypeCommand, &s.pc.Command)

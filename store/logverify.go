@@ -294,9 +294,9 @@ func readLeafInto(leaves int, i int64, buf []byte) (int, error) {
 	if err != nil {
 		return 0, refuse.Wrap(CodeLogFile, err, "open %s", rel())
 	}
-	defer unix.Close(fd)
+	defer closeRaw(fd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := fstatRaw(fd, &st); err != nil {
 		return 0, refuse.Wrap(CodeStoreIO, err, "stat %s", rel())
 	}
 	if !statOK(&st, deploylog.MaxLeafSize) {
@@ -522,10 +522,10 @@ type entryCheck struct {
 	listed       []listedEntry // every index entry, by path
 }
 
+// listedEntry is one listed index entry; its path (entryPath) is spelled only for a finding.
 type listedEntry struct {
-	k    entryKey
-	path string
-	d    *evidence.Descriptor // attestations: the listed statement; else read by the leaf
+	k entryKey
+	d *evidence.Descriptor // attestations: the listed statement; else read by the leaf
 }
 
 // checkEntries checks every publication against the store: the index entry of each leaf's key
@@ -639,7 +639,7 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool, publication
 				strays = append(strays, string(name))
 				return
 			}
-			c.listed = append(c.listed, listedEntry{k: entryKey{kind: lk, key: key}, path: rel + "/" + key.Encoded()})
+			c.listed = append(c.listed, listedEntry{k: entryKey{kind: lk, key: key}})
 		})
 		if err != nil {
 			c.listFindings = append(c.listFindings, errFinding(rel, err))
@@ -662,8 +662,7 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool, publication
 		}
 		for _, e := range es {
 			d := e.Statement
-			c.listed = append(c.listed, listedEntry{k: entryKey{kind: deploylog.KindAttestation, key: subject, bundle: e.Bundle},
-				path: attestationsRel + "/" + subject.Encoded() + "/" + e.Bundle.Encoded(), d: &d})
+			c.listed = append(c.listed, listedEntry{k: entryKey{kind: deploylog.KindAttestation, key: subject, bundle: e.Bundle}, d: &d})
 		}
 	}
 	wg.Wait()
@@ -736,9 +735,9 @@ func (c *entryCheck) report(leaves []deploylog.Leaf, parsed []bool, r *LogReport
 			outside = append(outside, e)
 		}
 	}
-	slices.SortFunc(outside, func(a, b listedEntry) int { return strings.Compare(a.path, b.path) })
+	slices.SortFunc(outside, func(a, b listedEntry) int { return strings.Compare(entryPath(a.k), entryPath(b.k)) })
 	for _, e := range outside {
-		r.AddError(CodeLogEntryNoLeaf, -1, e.path, "the %s entry %s has no leaf: published outside the log", e.k.kind, e.k.key)
+		r.AddError(CodeLogEntryNoLeaf, -1, entryPath(e.k), "the %s entry %s has no leaf: published outside the log", e.k.kind, e.k.key)
 	}
 }
 

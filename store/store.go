@@ -419,32 +419,35 @@ func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
 		return -1, 0, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	if err := fstatRaw(fd, &st); err != nil {
+		closeRaw(fd)
 		return -1, 0, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
 	}
 	if err := checkObjectStat(&st, d); err != nil {
-		unix.Close(fd)
+		closeRaw(fd)
 		return -1, 0, err
 	}
 	return fd, st.Size, nil
 }
 
 // readSized reads the regular file fd, of size bytes by its fstat, and reports a file that is
-// longer: one bounded read core (input.ReadFD, at most size+1 bytes, one read(2) for a file that
-// ends where fstat said). A file that grows after that read is beyond what any read could see;
+// longer: one bounded read (at most size+1 bytes, one pread(2) for a file that ends where fstat
+// said). A file that grows after that read is beyond what any read could see;
 // its content is hashed regardless.
 func readSized(fd int, size int64) (b []byte, grew bool, err error) {
-	b, err = input.ReadFD(fd, size, size)
+	// input.ReadFD's bounded read, with preadFull's calls (without the scheduler's hand-off:
+	// fastread_raw.go): size+1 bytes, one pread for a file that ends where fstat said.
+	b = make([]byte, max(size, 0)+1)
+	n, err := preadFull(fd, b)
 	switch {
 	case err != nil:
 		return nil, false, err
-	case int64(len(b)) > size:
+	case int64(n) > size:
 		return nil, true, nil
-	case int64(len(b)) < size:
+	case int64(n) < size:
 		return nil, false, io.ErrUnexpectedEOF
 	}
-	return b[:len(b):len(b)], false, nil
+	return b[:n:n], false, nil
 }
 
 func readObject(blobs int, d digest.Digest) ([]byte, error) {
@@ -452,7 +455,7 @@ func readObject(blobs int, d digest.Digest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer closeRaw(fd)
 	// Sized from fstat (bounded above), and the file must end there: a file that grows between
 	// fstat and read is refused rather than read in part.
 	b, grew, err := readSized(fd, size)
@@ -481,14 +484,14 @@ func checkObject(blobs int, d digest.Digest) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer unix.Close(fd)
+	defer closeRaw(fd)
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
 	h := sha256.New()
 	var n int64
 	for n <= size {
 		chunk := (*buf)[:min(int64(len(*buf)), size+1-n)]
-		k, err := sysfile.RetryEINTR(func() (int, error) { return unix.Pread(fd, chunk, n) })
+		k, err := preadRaw(fd, chunk, n)
 		if err != nil {
 			return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 		}
@@ -750,18 +753,22 @@ func readEntry(dirfd int, kind string, key digest.Digest) (evidence.Descriptor, 
 // decodeEntry reads one index entry of size bytes, opened under the object file rules, and
 // decodes its canonical descriptor; it closes fd.
 func decodeEntry(fd int, size int64, what string) (evidence.Descriptor, error) {
-	defer unix.Close(fd)
+	defer closeRaw(fd)
 	if size > maxIndexEntry {
 		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is larger than %d bytes", what, maxIndexEntry)
 	}
-	b, grew, err := readSized(fd, size)
-	if err != nil {
+	// One pread (preadFull), as readSized would, without the scheduler's hand-off.
+	buf := make([]byte, size+1)
+	m, err := preadFull(fd, buf)
+	switch {
+	case err != nil:
 		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, err, "read %s", what)
-	}
-	if grew {
+	case int64(m) > size:
 		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s grew while being read", what)
+	case int64(m) < size:
+		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, io.ErrUnexpectedEOF, "read %s", what)
 	}
-	d, err := evidence.DecodeCanonicalDescriptor(b)
+	d, err := evidence.DecodeCanonicalDescriptor(buf[:m])
 	if err != nil {
 		return evidence.Descriptor{}, refuse.Wrap(CodeIndexCorrupt, err, "%s is not one canonical descriptor", what)
 	}

@@ -58,11 +58,16 @@ var goals = []goal{
 	{"proof write (store.LogProof), oldest leaf of 100,000, wall", "BenchmarkLogProof/oldest", "write-ms", 1, "ms", true, 1},
 	{"proof write (store.LogProof), oldest leaf of 100,000, process CPU", "BenchmarkLogProof/oldest", "write-cpu-ms", 1, "ms", true, 0},
 	{"proof check alone (a 1,000-leaf log's proof)", "BenchmarkProofCheck", "ns/op", 1e-6, "ms", true, 0},
-	// history of 10,000 publications from the log (history/bench_test.go), in process CPU: the
-	// log verified without a key, with the log key, and under a witness policy.
-	{"history of 10,000 publications from the log, no key, process CPU", "BenchmarkHistory10k/nokey", "cpu-ms/op", 1, "ms", true, 200},
-	{"history of 10,000 publications from the log, --log-key, process CPU", "BenchmarkHistory10k/logkey", "cpu-ms/op", 1, "ms", true, 200},
-	{"history of 10,000 publications from the log, --policy, process CPU", "BenchmarkHistory10k/policy", "cpu-ms/op", 1, "ms", true, 200},
+	// history of 10,000 publications from the log (history/bench_test.go): the log verified
+	// without a key, with the log key, and under a witness policy. The goal ("≤ 200 ms") is a
+	// time, judged by wall time as log verify's is (the honest reading on a quiet run); the
+	// process CPU beside it is reported: on a loaded machine it says how much is work.
+	{"history of 10,000 publications from the log, no key, wall", "BenchmarkHistory10k/nokey", "ns/op", 1e-6, "ms", true, 200},
+	{"history of 10,000 publications from the log, no key, process CPU", "BenchmarkHistory10k/nokey", "cpu-ms/op", 1, "ms", true, 0},
+	{"history of 10,000 publications from the log, --log-key, wall", "BenchmarkHistory10k/logkey", "ns/op", 1e-6, "ms", true, 200},
+	{"history of 10,000 publications from the log, --log-key, process CPU", "BenchmarkHistory10k/logkey", "cpu-ms/op", 1, "ms", true, 0},
+	{"history of 10,000 publications from the log, --policy, wall", "BenchmarkHistory10k/policy", "ns/op", 1e-6, "ms", true, 200},
+	{"history of 10,000 publications from the log, --policy, process CPU", "BenchmarkHistory10k/policy", "cpu-ms/op", 1, "ms", true, 0},
 }
 
 // differences are rows computed run by run from two rows' benchmarks: what b adds to a.
