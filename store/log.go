@@ -51,10 +51,14 @@ const (
 type logDirs struct {
 	log, leaves, tiles, checkpoints heldDir
 	origin                          string
+	// records is log/records (logrecords.go), opened on first use: -1 until then, and when it
+	// does not exist (a log made before lookups).
+	records      heldDir
+	recordsTried bool
 }
 
 func (l *logDirs) close() {
-	for _, d := range []heldDir{l.log, l.leaves, l.tiles, l.checkpoints} {
+	for _, d := range []heldDir{l.log, l.leaves, l.tiles, l.checkpoints, l.records} {
 		if d.fd >= 0 {
 			unix.Close(d.fd)
 		}
@@ -99,7 +103,7 @@ func CheckOrigin(origin string) error {
 // openLog opens the log's directories; ok is false when the store has no log (no log/origin).
 // With partial it also opens a log whose origin is not yet written (log init resuming).
 func (s *Store) openLog(partial bool) (*logDirs, bool, error) {
-	l := &logDirs{log: heldDir{fd: -1}, leaves: heldDir{fd: -1}, tiles: heldDir{fd: -1}, checkpoints: heldDir{fd: -1}}
+	l := &logDirs{log: heldDir{fd: -1}, leaves: heldDir{fd: -1}, tiles: heldDir{fd: -1}, checkpoints: heldDir{fd: -1}, records: heldDir{fd: -1}}
 	var st unix.Stat_t
 	if err := unix.Fstatat(s.dirs[dRoot].fd, logDirName, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 		return nil, false, nil
@@ -190,7 +194,10 @@ func (s *Store) lockPublish() (func(), error) {
 
 // logHook, when set by tests, runs at each named step of an append (docs/log.md, "Order of
 // writes"): "leaf" before the leaf's rename, "tiles" after the leaf is durable and before its
-// tiles, "entry" before the index entry's rename.
+// tiles, "entry" before the index entry's rename; in log sign "partial" before each partial
+// tile, "lookups" before the record lookups, "checkpoint" before the checkpoint note; in log init
+// "backfill" before each leaf's rename, "init-lookups" before the lookups, "origin" before
+// log/origin.
 var logHook func(step string)
 
 func hook(step string) {
@@ -291,6 +298,7 @@ func logSize(leaves int) (int64, error) {
 }
 
 func (s *Store) readLeaf(l *logDirs, i int64) (deploylog.Leaf, []byte, error) {
+	leafReads.Add(1)
 	rel := leavesRel + "/" + leafName(i)
 	b, err := readLogFile(l.leaves.fd, leafName(i), rel, deploylog.MaxLeafSize)
 	if err != nil {
@@ -696,6 +704,15 @@ func (s *Store) SignCheckpoint(signer note.Signer) ([]byte, deploylog.Checkpoint
 	if err := s.writePartialTiles(l, r, n); err != nil {
 		return nil, deploylog.Checkpoint{}, err
 	}
+	// The record lookups of the leaves this checkpoint is the first to cover (a proof needs a
+	// checkpoint, so a lookup is first worth its write here, not at each publication), before
+	// the note: a sign killed before it writes them again.
+	from := int64(0)
+	if hasPrev {
+		from = prev.Size
+	}
+	hook("lookups")
+	s.signLookups(l, from, n)
 	root, err := tlog.TreeHash(n, r)
 	if err != nil {
 		return nil, deploylog.Checkpoint{}, err

@@ -17,7 +17,9 @@ import (
 
 // childCrashLog publishes one intent (or runs log init) and dies by SIGKILL at the named step
 // (docs/log.md, "Order of writes"): QL3_LOG_KILL_AT is "leaf", "tiles" or "entry" for an
-// append, "partial:K" (before the K-th partial tile's rename) or "checkpoint" for log sign, "backfill:K" (before the K-th backfilled leaf's rename) or "origin" for log init.
+// append, "partial:K" (before the K-th partial tile's rename), "lookups" or "checkpoint" for log
+// sign, "backfill:K" (before the K-th backfilled leaf's rename), "init-lookups" or "origin" for
+// log init.
 func childCrashLog(root, at string) int {
 	s, err := Open(root)
 	if err != nil {
@@ -34,12 +36,12 @@ func childCrashLog(root, at string) int {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 	}
-	if step == "partial" || step == "checkpoint" {
+	if step == "partial" || step == "lookups" || step == "checkpoint" {
 		sg, _ := logKey(panicTB{}, testOrigin)
 		s.SignCheckpoint(sg)
 		return 4
 	}
-	if step == "backfill" || step == "origin" {
+	if step == "backfill" || step == "init-lookups" || step == "origin" {
 		s.InitLog(testOrigin)
 		return 4
 	}
@@ -149,14 +151,15 @@ func TestCrashMidAppend(t *testing.T) {
 }
 
 // TestCrashMidLogInit kills log init while it backfills (after 0 and after 200 leaves renamed,
-// and before log/origin): the store has no log yet (LOG_NOT_INITIALIZED), store verify accepts
-// it, and init run again completes the same log.
+// before the record lookups and before log/origin): the store has no log yet
+// (LOG_NOT_INITIALIZED), store verify accepts it, and init run again completes the same log,
+// every record's lookup included.
 func TestCrashMidLogInit(t *testing.T) {
 	base := newStore(t)
 	for i := 0; i < 260; i++ {
 		publishIntent(t, base, i)
 	}
-	for _, at := range []string{"backfill:0", "backfill:200", "origin"} {
+	for _, at := range []string{"backfill:0", "backfill:200", "init-lookups", "origin"} {
 		t.Run(at, func(t *testing.T) {
 			s := copyStore(t, base.Root())
 			runKilled(t, s.Root(), at)
@@ -176,15 +179,18 @@ func TestCrashMidLogInit(t *testing.T) {
 			if r.Size != 261 {
 				t.Fatalf("log of %d leaves", r.Size)
 			}
+			wantLookups(t, s)
 		})
 	}
 }
 
-// TestCrashMidSign kills log sign before each partial tile of its size is renamed into place and
-// before its checkpoint note, on a log of 300 leaves signed at 257 (so both the previous right
-// edge and the new one are in play): store verify and log verify accept the store (a partial
-// tile without its checkpoint is a correct cache), the signed size is still 257, and sign run
-// again completes it: the checkpoint of 300 with its right edge, every proof against it checked.
+// TestCrashMidSign kills log sign before each partial tile of its size is renamed into place,
+// before the record lookups of the leaves it signs and before its checkpoint note, on a log of
+// 300 leaves signed at 257 (so both the previous right edge and the new one are in play): store
+// verify and log verify accept the store (a partial tile without its checkpoint is a correct
+// cache, a missing lookup is nobody's finding), the signed size is still 257, and sign run again
+// completes it: the checkpoint of 300 with its right edge and every record's lookup, every proof
+// against it checked.
 func TestCrashMidSign(t *testing.T) {
 	base := newLogStore(t)
 	sg, kv := logKey(t, testOrigin)
@@ -196,7 +202,7 @@ func TestCrashMidSign(t *testing.T) {
 			}
 		}
 	}
-	for _, at := range []string{"partial:0", "partial:1", "checkpoint"} {
+	for _, at := range []string{"partial:0", "partial:1", "lookups", "checkpoint"} {
 		t.Run(at, func(t *testing.T) {
 			s := copyStore(t, base.Root())
 			runKilled(t, s.Root(), at)
@@ -208,6 +214,10 @@ func TestCrashMidSign(t *testing.T) {
 			wantLogOK(t, r)
 			if r.SignedSize != 257 {
 				t.Fatalf("signed size %d after a crashed sign", r.SignedSize)
+			}
+			_, lerr := os.Stat(lookupPath(s, intentRecord(t, s, 299)))
+			if (lerr == nil) != (at == "checkpoint") {
+				t.Fatalf("after a crash at %s, the lookup of leaf 299's record: %v", at, lerr)
 			}
 			if _, _, err := s.SignCheckpoint(sg); err != nil {
 				t.Fatal(err)
@@ -222,6 +232,7 @@ func TestCrashMidSign(t *testing.T) {
 					t.Fatalf("the right edge of 300: %v", err)
 				}
 			}
+			wantLookups(t, s)
 		})
 	}
 }

@@ -166,7 +166,7 @@ func (s *Store) checkPartialImport(l *logDirs, li *LogImport) error {
 }
 
 // importHook, when set by tests, runs at each step of ImportLog: "leaves" before the leaves are
-// renamed, "checkpoint" before the checkpoint, "origin" before log/origin, "entries" before the
+// renamed, "lookups" before the record lookups, "checkpoint" before the checkpoint, "origin" before log/origin, "entries" before the
 // index entries.
 var importHook func(step string)
 
@@ -235,6 +235,16 @@ func (s *Store) ImportLog(li *LogImport, complete []int64) error {
 				}
 			}
 		}
+	}
+	// The record lookups of the leaves installed, once they are durable: of the whole log when it
+	// is new (a rerun of an interrupted import writes them all again), else of the leaves after
+	// the store's own.
+	if from := n; fresh || from < li.size() {
+		if fresh {
+			from = 0
+		}
+		importStep("lookups")
+		s.writeLookups(l, li.Leaves, from, false)
 	}
 	importStep("checkpoint")
 	if err := s.commitAt(l.checkpoints.fd, checkpointsRel, checkpointName(li.size()), li.Checkpoint); err != nil && !errors.Is(err, errExists) {

@@ -191,10 +191,11 @@ func snapshotFiles(t *testing.T, root string) string {
 }
 
 // TestCrashMidImport kills an import at each of its steps: the store still verifies, and the
-// import run again completes it into a log that verifies with the key.
+// import run again completes it into a log that verifies with the key, with every record's
+// lookup.
 func TestCrashMidImport(t *testing.T) {
 	base, v := loggedBase(t)
-	for _, at := range []string{"leaves", "checkpoint", "origin", "entries"} {
+	for _, at := range []string{"leaves", "lookups", "checkpoint", "origin", "entries"} {
 		t.Run(at, func(t *testing.T) {
 			dst := objectsOnly(t, base)
 			c := child(t, "crash-import", dst.Root())
@@ -224,6 +225,7 @@ func TestCrashMidImport(t *testing.T) {
 			if sr, err := dst.Verify(); err != nil || !sr.OK() {
 				t.Fatalf("store verify: %v %+v", err, sr)
 			}
+			wantLookups(t, dst)
 		})
 	}
 }

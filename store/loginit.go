@@ -129,8 +129,9 @@ func (s *Store) attestationSubjects() ([]digest.Digest, error) {
 // entry the store holds, in publication order (docs/log.md, "log init"). The log exists once
 // log/origin is written, last: an interrupted init is resumed by the next (the leaves it wrote
 // must be the same prefix), and until then publications append nothing. Initializing again
-// with the same origin is a no-op; with another, LOG_INITIALIZED. It returns the number of
-// leaves backfilled.
+// with the same origin backfills nothing: it repairs the log's last leaf as a publication does
+// and writes the record lookups that are missing or stale; with another origin, LOG_INITIALIZED.
+// It returns the number of leaves backfilled.
 func (s *Store) InitLog(origin string) (int64, error) {
 	if err := CheckOrigin(origin); err != nil {
 		return 0, err
@@ -159,6 +160,13 @@ func (s *Store) InitLog(origin string) (int64, error) {
 		if l.origin != origin {
 			return 0, refuse.New(CodeLogInitialized, "the store's log has origin %q, not %q", l.origin, origin)
 		}
+		// Nothing to backfill: the log is repaired as by a publication (the pending last leaf's
+		// entry, tiles and lookup), and the record lookups a log made before them lacks (or that
+		// a power loss took) are written, so that its proofs stop scanning.
+		if _, err := s.logRepair(l); err != nil {
+			return 0, err
+		}
+		s.refreshLookups(l)
 		return 0, nil
 	}
 	pubs, err := s.publications()
@@ -245,6 +253,14 @@ func (s *Store) InitLog(origin string) (int64, error) {
 			}
 		}
 	}
+	// The record lookups, once every leaf they name is durable, and before the log exists: an
+	// init killed before its origin writes them all again.
+	hook("init-lookups")
+	leaves := make([]deploylog.Leaf, len(pubs))
+	for i, p := range pubs {
+		leaves[i] = p.leaf
+	}
+	s.writeLookups(l, leaves, 0, false)
 	hook("origin")
 	if err := s.commitAt(l.log.fd, logDirName, logOriginName, []byte(origin+"\n")); err != nil {
 		return 0, err

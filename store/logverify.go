@@ -753,6 +753,10 @@ func entryPath(k entryKey) string {
 // largest stored checkpoint the verifier trusts (any stored checkpoint when v is nil) that
 // covers it. LOG_RECORD_NOT_LOGGED without such a leaf, LOG_UNSIGNED when no trusted
 // checkpoint covers it yet (sign one). The proof is checked before it is returned.
+//
+// The leaf is the one the record's lookup names (log/records, logrecords.go: the newest leaf
+// publishing it), when that leaf does publish it; otherwise the newest such leaf, found by
+// reading the leaves backwards from the last.
 func (s *Store) LogProof(record digest.Digest, v deploylog.CheckpointVerifier) (deploylog.Proof, error) {
 	if _, err := evidence.ParseDigest(string(record)); err != nil {
 		return deploylog.Proof{}, err
@@ -765,6 +769,9 @@ func (s *Store) LogProof(record digest.Digest, v deploylog.CheckpointVerifier) (
 	n, err := logSize(l.leaves.fd)
 	if err != nil {
 		return deploylog.Proof{}, err
+	}
+	if idx, raw, ok := s.lookupLeaf(l, record, n); ok {
+		return s.proveLeaf(l, idx, raw, v)
 	}
 	idx := int64(-1)
 	var raw []byte

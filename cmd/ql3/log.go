@@ -152,7 +152,9 @@ func newLogInitCmd(root *RootOptions) *cobra.Command {
 		Use:   "init --origin NAME",
 		Short: "Start the store's deployment log, backfilling every publication already in the store",
 		Long: "Backfilled leaves follow the index entries' commit times; they are attested only from the\n" +
-			"first checkpoint signed after, not before (docs/log.md).",
+			"first checkpoint signed after, not before (docs/log.md). Run again with the log's origin, it\n" +
+			"backfills nothing and writes the record lookups the log lacks (a log made before them), so\n" +
+			"that proofs of old records stop reading every leaf.",
 		Example: "  ql3 log init --store /abs/evidence --origin example.com/ql3/prod",
 		Args:    cobra.NoArgs, RunE: runE(o),
 	})
