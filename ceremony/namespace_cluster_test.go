@@ -115,7 +115,7 @@ func TestNamespaceTerminating(t *testing.T) {
 	}
 }
 
-func decodeExec(t *testing.T, b *bed, d evidence.Descriptor) evidence.Exec {
+func decodeExec(t testing.TB, b *bed, d evidence.Descriptor) evidence.Exec {
 	t.Helper()
 	var e evidence.Exec
 	if err := evidence.DecodeRecord(evidence.MediaTypeExec, b.blob(d), &e); err != nil {
