@@ -74,19 +74,8 @@ func runCalls(b *testing.B, runner *kubectlrun.Runner, calls []kubectlCall, mani
 // receiptExecs reads the exec records of the receipt d in bd's store.
 func (b *bed) receiptExecs(d digest.Digest) []evidence.Descriptor {
 	b.t.Helper()
-	st, err := store.Open(b.Store)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer st.Close()
-	raw, err := st.Get(d)
-	if err != nil {
-		b.t.Fatal(err)
-	}
 	var rc evidence.Receipt
-	if err := evidence.DecodeRecord(evidence.MediaTypeReceipt, raw, &rc); err != nil {
-		b.t.Fatal(err)
-	}
+	b.decodeRecord(d, evidence.MediaTypeReceipt, &rc)
 	return rc.Execs
 }
 

@@ -41,19 +41,26 @@ func (b *bed) liveAuditFile(name string, receipt digest.Digest) string {
 // liveReport reads the published live-audit report d.
 func (b *bed) liveReport(d digest.Digest) evidence.LiveAudit {
 	b.t.Helper()
+	var la evidence.LiveAudit
+	b.decodeRecord(d, evidence.MediaTypeLiveAudit, &la)
+	return la
+}
+
+// decodeRecord reads the record d of media type mt from the bed's store into v.
+func (b *bed) decodeRecord(d digest.Digest, mt string, v any) {
+	b.t.Helper()
 	st, err := store.Open(b.Store)
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	defer st.Close()
 	raw, err := st.Get(d)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	var la evidence.LiveAudit
-	if err := evidence.DecodeRecord(evidence.MediaTypeLiveAudit, raw, &la); err != nil {
+	if err := evidence.DecodeRecord(mt, raw, v); err != nil {
 		b.t.Fatal(err)
 	}
-	return la
 }
 
 // wantAudited asserts the offline audit passes on the live-audit report d.
