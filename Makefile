@@ -94,7 +94,7 @@ matrix:
 	scripts/matrix.sh
 
 # bench-matrix runs BenchmarkApply on the newest minor and on 1.34 in one run and prints the ratio
-# of a ql3 apply to the five kubectl calls on each.
+# of a ql3 apply to the kubectl calls it makes (as its receipt stored them) on each.
 bench-matrix:
 	scripts/matrix.sh bench
 

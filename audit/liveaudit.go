@@ -34,8 +34,9 @@ func liveAuditSteps(judge string) []string {
 	return []string{evidence.StepIdentity, evidence.StepConvergence, evidence.StepIdentityFinal}
 }
 
-// liveAudit audits a live-audit report: its command and receipt, its inputs, the three kubectl
-// runs, the identity reads, and every verdict re-derived from the stored convergence read.
+// liveAudit audits a live-audit report: its command and receipt, its inputs, its kubectl runs
+// (three, or four with the namespace read), the identity reads, and every verdict re-derived
+// from the stored convergence read.
 func (a *auditor) liveAudit(root evidence.Descriptor) {
 	var la evidence.LiveAudit
 	if !a.check("live-audit", func() (string, error) {

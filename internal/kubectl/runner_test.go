@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/kubectl/rundir"
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
+	"github.com/qinglong/ql3/verdict/argv"
 )
 
 func TestIdentityReadReturnsClusterUID(t *testing.T) {
@@ -219,6 +222,101 @@ func homeState(home string, top bool) string {
 			}
 			return nil
 		})
+	}
+	return b.String()
+}
+
+// TestRealKubectlWritesNothingInItsRunDirectory runs every step against the real cluster and, just
+// before each run directory is removed, compares it with what makeWorkdir made: the lock, the
+// kubeconfig copy, an empty regular file as the cache path, and empty config and tmp directories.
+// The control runs the same kubectl with a writable cache directory and shows that it would fill
+// it, so the empty cache is the file's doing, not kubectl's restraint.
+func TestRealKubectlWritesNothingInItsRunDirectory(t *testing.T) {
+	testcluster.Need(t)
+	ctx := context.Background()
+	ns := "kubectl-rundir"
+	if err := cluster.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	old := removeDir
+	removeDir = func(d *rundir.Dir) error {
+		states = append(states, runDirState(t, d.Path))
+		return old(d)
+	}
+	defer func() { removeDir = old }()
+
+	r := realRunner(t)
+	manifest := configMap(ns, "cm-rundir", "v1")
+	// In WalkDir's (lexical) order.
+	want := fmt.Sprintf("cache f 0 0600\nconfig d 0700\nkubeconfig f %d 0600\n%s f 0 0600\ntmp d 0700\n", len(cluster.KubeconfigBytes()), rundir.LockName)
+	for _, step := range argv.Steps() {
+		var stdin []byte
+		var names []string
+		switch {
+		case step == evidence.StepNamespaces:
+			names = []string{ns}
+		case argv.ReadsStdin(step):
+			stdin = manifest
+		}
+		states = states[:0]
+		res, err := r.Run(ctx, step, stdin, names...)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v (exit %v, stderr %q)", step, err, res.ExitCode, res.Stderr)
+		}
+		if len(res.Stderr) != 0 {
+			t.Errorf("%s: kubectl wrote to stderr: %q", step, res.Stderr)
+		}
+		if len(states) != 1 || states[0] != want {
+			t.Errorf("%s: the run directory before removal:\n%s\nwant exactly:\n%s", step, strings.Join(states, "---\n"), want)
+		}
+	}
+
+	// Control: a writable cache directory, everything else as the runner has it.
+	dir := t.TempDir()
+	for _, sub := range []string{argv.CacheName, argv.ConfigName, argv.TmpName} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, argv.KubeconfigName), cluster.KubeconfigBytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env, cmd.Dir = environ(dir), dir
+	if out, err := cmd.Output(); err != nil || len(out) == 0 {
+		t.Fatalf("control identity read: %v", err)
+	}
+	if ents, err := os.ReadDir(filepath.Join(dir, argv.CacheName)); err != nil || len(ents) == 0 {
+		t.Fatalf("control: kubectl wrote nothing into a writable cache directory (%v): the test proves nothing", err)
+	}
+}
+
+// runDirState lists the run directory at path, recursively: name, type, size (files) and mode.
+func runDirState(t testing.TB, path string) string {
+	var b strings.Builder
+	err := filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == path {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(path, p)
+		switch {
+		case fi.Mode().IsRegular():
+			fmt.Fprintf(&b, "%s f %d %04o\n", rel, fi.Size(), fi.Mode().Perm())
+		case fi.IsDir():
+			fmt.Fprintf(&b, "%s d %04o\n", rel, fi.Mode().Perm())
+		default:
+			fmt.Fprintf(&b, "%s %v\n", rel, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("listing %s: %v", path, err)
 	}
 	return b.String()
 }

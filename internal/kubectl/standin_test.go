@@ -120,7 +120,7 @@ func TestStandInHangTimesOut(t *testing.T) {
 	} else if err := syscall.Stat(r.Exe.ExecPath(), &held); err != nil || exe.Dev != held.Dev || exe.Ino != held.Ino {
 		t.Errorf("the child runs inode %d:%d, not the held %d:%d (%v)", exe.Dev, exe.Ino, held.Dev, held.Ino, err)
 	}
-	modes := map[string]os.FileMode{"": 0o700 | fs.ModeDir, "cache": 0o700 | fs.ModeDir, "config": 0o700 | fs.ModeDir,
+	modes := map[string]os.FileMode{"": 0o700 | fs.ModeDir, "cache": 0o600, "config": 0o700 | fs.ModeDir,
 		"tmp": 0o700 | fs.ModeDir, "kubeconfig": 0o600}
 	for name, want := range modes {
 		if fi, err := os.Lstat(filepath.Join(dir, name)); err != nil || fi.Mode() != want {

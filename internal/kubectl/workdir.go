@@ -24,9 +24,16 @@ var (
 )
 
 // makeWorkdir creates the private per-run directory (rundir.Create: the root checked and held,
-// leftovers of killed runs swept, the directory locked) with its kubeconfig copy and the three
-// subdirectories kubectl may write to, all relative to the held descriptors. On error nothing
-// is left behind.
+// leftovers of killed runs swept, the directory locked) with its kubeconfig copy, the two
+// subdirectories kubectl may write to, and its cache path, all relative to the held descriptors.
+// On error nothing is left behind.
+//
+// The cache path (--cache-dir, KUBECACHEDIR, XDG_CACHE_HOME) is an empty regular file, not a
+// directory: no one, root included, can make a directory beneath a file (ENOTDIR), so kubectl
+// keeps no discovery or HTTP cache at all. kubectl treats a cache it cannot write as a miss and
+// says nothing (measured on every supported minor). A fresh directory would hold a cache of this
+// run only, which no later run could read anyway; kubectl wrote about 75 files (1.9 MB, mostly
+// OpenAPI documents) into it per run, and removing them was half of ql3's own CPU in an apply.
 func makeWorkdir(kubeconfig []byte) (*rundir.Dir, error) {
 	root := tempRoot
 	if root == "" {
@@ -36,10 +43,13 @@ func makeWorkdir(kubeconfig []byte) (*rundir.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{argv.CacheName, argv.ConfigName, argv.TmpName} {
+	for _, sub := range []string{argv.ConfigName, argv.TmpName} {
 		if err = d.Mkdir(sub); err != nil {
 			break
 		}
+	}
+	if err == nil {
+		err = d.WriteFile(argv.CacheName, nil)
 	}
 	if err == nil {
 		err = d.WriteFile(argv.KubeconfigName, kubeconfig)
