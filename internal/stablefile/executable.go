@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
@@ -37,8 +38,13 @@ const (
 	CodeExecChanged refuse.Code = "EXECUTABLE_CHANGED"
 )
 
-// hashBuffer is the read size for hashing: large enough that syscalls are noise next to SHA-256.
-const hashBuffer = 1 << 20
+// hashBuffer is the read size for hashing: large enough that system calls are noise next to
+// SHA-256 (measured: 128 KiB to 1 MiB read and hash kubectl alike).
+const hashBuffer = 256 << 10
+
+// hashBuffers keeps read buffers between passes: a fresh one costs its zeroing and page faults
+// on every pass (about 2 ms of a 1 MiB buffer's, measured in an apply's profile).
+var hashBuffers = sync.Pool{New: func() any { return new([hashBuffer]byte) }}
 
 // Executable is an executable file held open through one O_RDONLY|O_CLOEXEC descriptor. Its
 // methods may be called from several goroutines; ExecPath is valid until Close.
@@ -133,7 +139,9 @@ func checkExecutable(path string, st *unix.Stat_t) error {
 // it was hashed or if it did not read exactly the stated size.
 func (e *Executable) hash() (digest.Digest, error) {
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, io.NewSectionReader(e.f, 0, math.MaxInt64), make([]byte, hashBuffer))
+	buf := hashBuffers.Get().(*[hashBuffer]byte)
+	n, err := io.CopyBuffer(h, io.NewSectionReader(e.f, 0, math.MaxInt64), buf[:])
+	hashBuffers.Put(buf)
 	if err != nil {
 		return "", refuse.Wrap(CodeIO, err, "kubectl %s cannot be read", e.path)
 	}
