@@ -169,13 +169,15 @@ func BenchmarkApply(b *testing.B) {
 	})
 	kubectlBytes := readKubectl(b)
 	b.Run("interleaved", func(b *testing.B) {
-		var tBare, tCalls, tQL3, cpu, hashCPU, passCPU time.Duration
+		var tBare, tCalls, tHash, tQL3, cpu, hashCPU, passCPU time.Duration
 		for range b.N {
 			t0 := time.Now()
 			runBare(b)
 			t1 := time.Now()
 			runRef(b)
-			tBare, tCalls = tBare+t1.Sub(t0), tCalls+time.Since(t1)
+			t2 := time.Now()
+			sha256.Sum256(kubectlBytes)
+			tBare, tCalls, tHash = tBare+t1.Sub(t0), tCalls+t2.Sub(t1), tHash+time.Since(t2)
 			w, c := runQL3(b)
 			tQL3, cpu = tQL3+w, cpu+c
 			hashCPU += hashCPUOf(b, kubectlBytes, 2)
@@ -196,6 +198,11 @@ func BenchmarkApply(b *testing.B) {
 		b.ReportMetric(float64(tQL3.Milliseconds())/n, "ql3-ms")
 		b.ReportMetric(tCalls.Seconds()/tBare.Seconds(), "calls-x-bare")
 		b.ReportMetric(tQL3.Seconds()/tCalls.Seconds(), "ql3-x-calls")
+		// As the live audit's: kubectl is hashed in full before its first call runs (rationale
+		// §4), so no apply can take less than its calls and one SHA-256 of kubectl. Reported, the
+		// goal is still judged on ql3-x-calls.
+		b.ReportMetric(float64(tHash.Milliseconds())/n, "kubectl-sha256-ms")
+		b.ReportMetric(tQL3.Seconds()/(tCalls+tHash).Seconds(), "ql3-x-floor")
 		b.ReportMetric(tQL3.Seconds()/tBare.Seconds(), "ql3-x-bare")
 		b.ReportMetric(100*cpu.Seconds()/tQL3.Seconds(), "ql3-cpu-%")
 	})

@@ -43,6 +43,8 @@ var goals = []goal{
 	// The references replay the kubectl calls the ceremony stored; how many is measured, not named.
 	{"kubectl calls of an apply (the reference replays them)", "BenchmarkApply/kubectl-calls", "calls", 1, "calls", true, 0},
 	{"apply / its kubectl calls, interleaved", "BenchmarkApply/interleaved", "ql3-x-calls", 1, "x", true, 1.05},
+	// Reported beside it: the calls plus the one SHA-256 of kubectl no apply can start without.
+	{"apply / (its kubectl calls + one SHA-256 of kubectl), interleaved", "BenchmarkApply/interleaved", "ql3-x-floor", 1, "x", true, 0},
 	{"kubectl calls of a live audit (the reference replays them)", "BenchmarkLiveAudit", "calls", 1, "calls", true, 0},
 	{"live audit / (its kubectl calls + one SHA-256 of kubectl)", "BenchmarkLiveAudit", "ql3-x-floor", 1, "x", true, 1.10},
 	{"live audit / its kubectl calls", "BenchmarkLiveAudit", "ql3-x-calls", 1, "x", true, 0},
