@@ -107,11 +107,18 @@ func TestFaultControls(t *testing.T) {
 			t.Fatalf("etcd down: %v %s", err, se)
 		}
 		golden(t, "server-error-etcd-down-get", se)
+		// A write waits on etcd too. Its answer is the server's 504 after the request timeout or,
+		// when the server resets the HTTP/2 stream first, INTERNAL_ERROR: both are kubectl.md's
+		// "server error" forms, and which one comes is a race (seen under the CI run's load).
+		// The golden keeps the 504's form; the reset's is server-error-etcd-down.
 		_, se2, err := c.Kubectl(ctx, nil, "create", "configmap", "probe", "-n", "default", "--from-literal=k=v", "--dry-run=server")
-		if err == nil || !strings.Contains(string(se2), "unable to return a response in the time allotted") {
+		timedOut := strings.Contains(string(se2), "unable to return a response in the time allotted")
+		if err == nil || !(timedOut || strings.Contains(string(se2), "INTERNAL_ERROR; received from peer")) {
 			t.Fatalf("etcd down, write: %v %s", err, se2)
 		}
-		golden(t, "server-error-etcd-down-create", string(se2))
+		if timedOut {
+			golden(t, "server-error-etcd-down-create", string(se2))
+		}
 		if err := c.StartEtcd(ctx); err != nil {
 			t.Fatal(err)
 		}
