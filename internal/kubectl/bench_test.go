@@ -12,6 +12,7 @@ import (
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/testbed/kubectltest"
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
+	"github.com/qinglong/ql3/verdict/argv"
 )
 
 // BenchmarkIdentityRead is one identity read through the Runner: private directory, kubeconfig
@@ -32,23 +33,9 @@ func BenchmarkIdentityRead(b *testing.B) {
 func BenchmarkIdentityReadDirect(b *testing.B) {
 	testcluster.Need(b)
 	dir := b.TempDir()
-	for _, sub := range []string{"cache", "config", "tmp"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), cluster.KubeconfigBytes(), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	argv, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
+	writableRunDir(b, dir)
 	for b.Loop() {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env, cmd.Dir = environ(dir), dir
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil || out.Len() == 0 {
-			b.Fatalf("identity read: %v", err)
-		}
+		directIdentityRead(b, dir)
 	}
 }
 
@@ -62,20 +49,13 @@ func BenchmarkIdentityReadDirectFresh(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), cluster.KubeconfigBytes(), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, argv.KubeconfigName), cluster.KubeconfigBytes(), 0o600); err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cache"), nil, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, argv.CacheName), nil, 0o600); err != nil {
 			b.Fatal(err)
 		}
-		argv, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env, cmd.Dir = environ(dir), dir
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil || out.Len() == 0 {
-			b.Fatalf("identity read: %v", err)
-		}
+		directIdentityRead(b, dir)
 		if err := os.RemoveAll(dir); err != nil {
 			b.Fatal(err)
 		}

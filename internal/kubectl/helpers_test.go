@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
 	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/verdict/argv"
 )
 
 // open holds the executable at path for the test's lifetime.
@@ -177,4 +180,34 @@ func liveManagers(t testing.TB, ns, name string) (string, bool) {
 		t.Fatalf("get configmap %s/%s: %v %s", ns, name, err, se)
 	}
 	return string(out), true
+}
+
+// directIdentityRead runs the identity read in dir as the Runner would (its argv, environment and
+// working directory) but directly through os/exec, without the Runner's run directory; dir must
+// already hold the kubeconfig copy. It returns stdout.
+func directIdentityRead(t testing.TB, dir string) []byte {
+	t.Helper()
+	argv, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = environ(dir), dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || out.Len() == 0 {
+		t.Fatalf("direct identity read: %v (stderr %q)", err, errb.Bytes())
+	}
+	return out.Bytes()
+}
+
+// writableRunDir makes dir look like a run directory whose cache path is a writable directory
+// (what a run directory held before 6 December 2026), with the kubeconfig copy.
+func writableRunDir(t testing.TB, dir string) {
+	t.Helper()
+	for _, sub := range []string{argv.CacheName, argv.ConfigName, argv.TmpName} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, argv.KubeconfigName), cluster.KubeconfigBytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -274,20 +274,8 @@ func TestRealKubectlWritesNothingInItsRunDirectory(t *testing.T) {
 
 	// Control: a writable cache directory, everything else as the runner has it.
 	dir := t.TempDir()
-	for _, sub := range []string{argv.CacheName, argv.ConfigName, argv.TmpName} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, argv.KubeconfigName), cluster.KubeconfigBytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args, _ := buildArgv(cluster.KubectlPath, evidence.StepIdentity, dir, cluster.Context)
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env, cmd.Dir = environ(dir), dir
-	if out, err := cmd.Output(); err != nil || len(out) == 0 {
-		t.Fatalf("control identity read: %v", err)
-	}
+	writableRunDir(t, dir)
+	directIdentityRead(t, dir)
 	if ents, err := os.ReadDir(filepath.Join(dir, argv.CacheName)); err != nil || len(ents) == 0 {
 		t.Fatalf("control: kubectl wrote nothing into a writable cache directory (%v): the test proves nothing", err)
 	}
