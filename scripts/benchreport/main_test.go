@@ -7,9 +7,9 @@ import (
 
 const sample = `goos: linux
 pkg: github.com/qinglong/ql3/store
-BenchmarkGetVsSHA256-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.9380 get-x-sha256	         0.5779 get-x-sha256-wall	      1498 sha256-MB/s
-BenchmarkGetVsSHA256-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.8000 get-x-sha256	         0.9779 get-x-sha256-wall	      1498 sha256-MB/s
-BenchmarkGetVsSHA256-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.9500 get-x-sha256	         0.5779 get-x-sha256-wall	      1498 sha256-MB/s
+BenchmarkGetVsSHA256/get-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.9380 get-x-sha256	         0.5779 get-x-sha256-wall	      1498 sha256-MB/s
+BenchmarkGetVsSHA256/get-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.8000 get-x-sha256	         0.9779 get-x-sha256-wall	      1498 sha256-MB/s
+BenchmarkGetVsSHA256/get-2   	     200	  28613770 ns/op	 293.17 MB/s	      1106 get-MB/s	         0.9500 get-x-sha256	         0.5779 get-x-sha256-wall	      1498 sha256-MB/s
 pkg: github.com/qinglong/ql3/audit
 BenchmarkAudit1000-2   	      10	 136317489 ns/op	  10.60 MB/s	 90.5 beyond-hash-cpu-ms/op	 134895768 beyond-hash-ns/op	   1421721 hash-ns/op	67187036 B/op	  941045 allocs/op
 BenchmarkLogVerify100k-2   	       3	2500000000 ns/op	         4.100 cpu-s/op
@@ -28,7 +28,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 10 || res[0].name != "BenchmarkGetVsSHA256" || res[3].metrics["beyond-hash-ns/op"] != 134895768 {
+	if len(res) != 10 || res[0].name != "BenchmarkGetVsSHA256/get" || res[3].metrics["beyond-hash-ns/op"] != 134895768 {
 		t.Fatalf("parsed %+v", res)
 	}
 	var b strings.Builder
