@@ -2,7 +2,6 @@ package kubectl
 
 import (
 	"errors"
-	"os"
 
 	"github.com/qinglong/ql3/internal/kubectl/rundir"
 	"github.com/qinglong/ql3/verdict/argv"
@@ -16,7 +15,8 @@ const (
 	CodeCleanup = rundir.CodeCleanup
 )
 
-// Test hooks: tempRoot is where per-run directories are made ("" is os.TempDir()); removeDir
+// Test hooks: tempRoot is where per-run directories are made ("" is rundir's default root:
+// $TMPDIR when set, else /dev/shm when it is a tmpfs, else /tmp); removeDir
 // removes one.
 var (
 	tempRoot  = ""
@@ -35,11 +35,13 @@ var (
 // run only, which no later run could read anyway; kubectl wrote about 75 files (1.9 MB, mostly
 // OpenAPI documents) into it per run, and removing them was half of ql3's own CPU in an apply.
 func makeWorkdir(kubeconfig []byte) (*rundir.Dir, error) {
-	root := tempRoot
-	if root == "" {
-		root = os.TempDir()
+	var d *rundir.Dir
+	var err error
+	if tempRoot != "" {
+		d, err = rundir.Create(tempRoot, argv.DirPrefix)
+	} else {
+		d, err = rundir.CreateDefault(argv.DirPrefix)
 	}
-	d, err := rundir.Create(root, argv.DirPrefix)
 	if err != nil {
 		return nil, err
 	}

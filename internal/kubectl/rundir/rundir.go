@@ -61,6 +61,22 @@ func Create(root, prefix string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
+	return createIn(rootfd, rootPath, prefix)
+}
+
+// CreateDefault is Create in the default root (openDefaultRoot): $TMPDIR when it is set,
+// otherwise /dev/shm when it is a memory filesystem that passes the root's checks, otherwise
+// /tmp.
+func CreateDefault(prefix string) (*Dir, error) {
+	rootfd, rootPath, err := openDefaultRoot()
+	if err != nil {
+		return nil, err
+	}
+	return createIn(rootfd, rootPath, prefix)
+}
+
+// createIn is Create in the checked root held by rootfd, which it owns from then on.
+func createIn(rootfd int, rootPath, prefix string) (*Dir, error) {
 	if err := sweep(rootfd, rootPath, prefix); err != nil {
 		unix.Close(rootfd)
 		return nil, err

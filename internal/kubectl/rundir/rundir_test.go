@@ -468,3 +468,114 @@ func TestRemoveFailedIsSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDefaultRoot: without TMPDIR, run directories go to the memory filesystem when there is a
+// safe one, and to /tmp otherwise; TMPDIR, when set, wins over both.
+func TestDefaultRoot(t *testing.T) {
+	realShm := shmRoot
+	defer func() { shmRoot = realShm }()
+	// rootOf makes a run directory in the default root and returns the directory it was made in.
+	rootOf := func(t *testing.T) string {
+		t.Helper()
+		d, err := CreateDefault(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := filepath.Dir(d.Path)
+		if err := d.Remove(); err != nil {
+			t.Fatal(err)
+		}
+		if exists(d.Path) {
+			t.Fatalf("%s left behind", d.Path)
+		}
+		return root
+	}
+	base := privateRoot(t)
+	// A directory on a disk filesystem: the test's root, or else the package's own directory.
+	disk := ""
+	for _, p := range []string{base, "."} {
+		var fs unix.Statfs_t
+		if err := unix.Statfs(p, &fs); err == nil && fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.RAMFS_MAGIC {
+			if disk, err = filepath.Abs(p); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("memory filesystem", func(t *testing.T) {
+		var fs unix.Statfs_t
+		if err := unix.Statfs(realShm, &fs); err != nil || (fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.RAMFS_MAGIC) {
+			skipOrFail(t, realShm+" is not a tmpfs on this machine")
+		}
+		t.Setenv("TMPDIR", "")
+		shmRoot = realShm
+		if got := rootOf(t); got != realShm {
+			t.Fatalf("run directory made in %s, want %s", got, realShm)
+		}
+	})
+	t.Run("TMPDIR wins", func(t *testing.T) {
+		t.Setenv("TMPDIR", base)
+		shmRoot = realShm
+		if got := rootOf(t); got != base {
+			t.Fatalf("run directory made in %s, want TMPDIR %s", got, base)
+		}
+	})
+	// Each of these is no memory root to use: the run goes to /tmp, checked in its turn.
+	for _, v := range []struct{ name, shm string }{
+		{"missing", filepath.Join(base, "missing")},
+		{"refused: 0777 without the sticky bit", open},
+		{"refused: reached through a symlink", link(t, base, realShm)},
+		{"a disk filesystem", disk},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			if v.shm == "" {
+				skipOrFail(t, "neither "+base+" nor the package's directory is on a disk filesystem")
+			}
+			t.Setenv("TMPDIR", "")
+			shmRoot = v.shm
+			if got := rootOf(t); got != "/tmp" {
+				t.Fatalf("run directory made in %s, want /tmp", got)
+			}
+		})
+	}
+	// /tmp is checked when it is the fallback: a refused TMPDIR is refused, never replaced.
+	t.Run("TMPDIR refused", func(t *testing.T) {
+		t.Setenv("TMPDIR", open)
+		shmRoot = realShm
+		d, err := CreateDefault(prefix)
+		wantCode(t, err, CodeTmpdirWritable)
+		if d != nil {
+			t.Fatal("a refusal returned a directory")
+		}
+	})
+	if left, _ := filepath.Glob(filepath.Join(open, prefix+"*")); len(left) != 0 {
+		t.Fatalf("run directories made in a refused root: %v", left)
+	}
+}
+
+// link makes a symlink in dir to target and returns its path.
+func link(t *testing.T, dir, target string) string {
+	t.Helper()
+	p := filepath.Join(dir, "link-"+filepath.Base(target))
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// skipOrFail skips a test that this machine cannot run, and fails it under CI=true.
+func skipOrFail(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
