@@ -25,6 +25,10 @@ const (
 	CodeCleanup refuse.Code = "KUBECTL_CLEANUP_FAILED"
 )
 
+// createHint is the advice on a run directory that could not be made or written: most often its
+// root is full or not writable, and the root is chosen (docs/kubectl.md), so it says how.
+const createHint = "run directories are made in $TMPDIR when it is set, else in /dev/shm when it is a tmpfs, else in /tmp: free space there, or set TMPDIR to a directory of your own (mode 0700)"
+
 // LockName is the lock file in every run directory, flocked (LOCK_EX) while its run lives.
 const LockName = "ql3.lock"
 
@@ -84,7 +88,7 @@ func createIn(rootfd int, rootPath, prefix string) (*Dir, error) {
 	name, err := mkdirRandom(rootfd, prefix)
 	if err != nil {
 		unix.Close(rootfd)
-		return nil, refuse.Wrap(CodeCreate, err, "create a run directory under %s", rootPath)
+		return nil, refuse.Wrap(CodeCreate, err, "create a run directory under %s", rootPath).WithHint(createHint)
 	}
 	d := &Dir{Path: filepath.Join(rootPath, name), root: rootfd, name: name, fd: -1, lock: -1}
 	if err := d.open(); err != nil {
@@ -136,7 +140,7 @@ func (d *Dir) open() error {
 	}
 	lock, err := takeLock(fd)
 	if err != nil {
-		return refuse.Wrap(CodeCreate, err, "lock run directory %s", d.Path)
+		return refuse.Wrap(CodeCreate, err, "lock run directory %s", d.Path).WithHint(createHint)
 	}
 	d.lock = lock
 	return nil
@@ -199,7 +203,7 @@ func (d *Dir) Mkdir(name string) error {
 		}
 	}
 	if err != nil {
-		return refuse.Wrap(CodeCreate, err, "create %s/%s", d.Path, name)
+		return refuse.Wrap(CodeCreate, err, "create %s/%s", d.Path, name).WithHint(createHint)
 	}
 	return nil
 }
@@ -210,7 +214,7 @@ func (d *Dir) Mkdir(name string) error {
 func (d *Dir) WriteFile(name string, b []byte) error {
 	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return refuse.Wrap(CodeCreate, err, "create %s/%s", d.Path, name)
+		return refuse.Wrap(CodeCreate, err, "create %s/%s", d.Path, name).WithHint(createHint)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	n, err := f.Write(b)
@@ -224,7 +228,7 @@ func (d *Dir) WriteFile(name string, b []byte) error {
 		err = cerr
 	}
 	if err != nil {
-		return refuse.Wrap(CodeCreate, err, "write %s/%s (%d bytes)", d.Path, name, len(b))
+		return refuse.Wrap(CodeCreate, err, "write %s/%s (%d bytes)", d.Path, name, len(b)).WithHint(createHint)
 	}
 	return nil
 }

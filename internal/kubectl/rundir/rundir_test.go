@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -578,4 +579,64 @@ func skipOrFail(t *testing.T, why string) {
 		t.Fatal(why)
 	}
 	t.Skip(why)
+}
+
+// TestFullRoot: a root with no room left (a tmpfs of 64 KiB, filled) refuses the run with
+// KUBECTL_WORKDIR_FAILED, says what is full and how to choose another root, and leaves nothing
+// of the run directory behind. For every kind of filling: no pages left (the kubeconfig copy
+// cannot be written) and no inodes left (the directory cannot be made).
+func TestFullRoot(t *testing.T) {
+	for _, v := range []struct {
+		name, opts, cause string
+	}{
+		{"no space", "size=64k", "no space left on device"},
+		{"no inodes", "nr_inodes=8", "no space left on device"},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			mnt := filepath.Join(privateRoot(t), "mnt")
+			if err := os.Mkdir(mnt, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, v.opts+",mode=0700"); err != nil {
+				skipOrFail(t, "mounting a tmpfs needs root: "+err.Error())
+			}
+			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+			fill(t, mnt)
+			d, err := Create(mnt, prefix)
+			if err == nil {
+				err = d.WriteFile("kubeconfig", []byte(kubeconfig))
+				if rerr := d.Remove(); rerr != nil {
+					t.Fatal(rerr)
+				}
+			}
+			wantCode(t, err, CodeCreate)
+			if !strings.Contains(err.Error(), v.cause) {
+				t.Fatalf("message %q does not say %q", err, v.cause)
+			}
+			if e, _ := refuse.As(err); e == nil || !strings.Contains(e.Hint, "set TMPDIR") {
+				t.Fatalf("refusal %v has no hint naming TMPDIR", err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(mnt, prefix+"*")); len(left) != 0 {
+				t.Fatalf("run directories left in a full root: %v", left)
+			}
+		})
+	}
+}
+
+// fill uses up dir's filesystem: files of 4 KiB until there is no page or no inode left.
+func fill(t *testing.T, dir string) {
+	t.Helper()
+	page := make([]byte, 4096)
+	for i := 0; ; i++ {
+		err := os.WriteFile(filepath.Join(dir, "fill-"+strconv.Itoa(i)), page, 0o600)
+		if errors.Is(err, unix.ENOSPC) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 1<<16 {
+			t.Fatal("the filesystem never filled")
+		}
+	}
 }
