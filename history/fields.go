@@ -1,8 +1,10 @@
 package history
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -49,7 +51,7 @@ func (s *scanner) eat(c byte) bool {
 
 // object walks the object at s.i and calls member with each member's name and the raw bytes of
 // its value.
-func (s *scanner) object(depth int, member func(name string, raw []byte) error) error {
+func (s *scanner) object(depth int, member func(name []byte, raw []byte) error) error {
 	if depth > maxDepth {
 		return errSyntax
 	}
@@ -65,10 +67,10 @@ func (s *scanner) object(depth int, member func(name string, raw []byte) error) 
 		if err := s.str(); err != nil {
 			return err
 		}
-		var name string
+		var name []byte
 		if member != nil {
 			var err error
-			if name, err = unquote(s.b[k0:s.i]); err != nil {
+			if name, err = memberName(s.b[k0:s.i]); err != nil {
 				return err
 			}
 		}
@@ -151,13 +153,28 @@ func (s *scanner) value(depth int) error {
 }
 
 // str steps over the string literal at s.i, checking its escapes; bytes are not checked as UTF-8
-// (encoding/json does not either: it substitutes U+FFFD where it decodes).
+// (encoding/json does not either: it substitutes U+FFFD where it decodes). Records are mostly
+// strings (digests, names, times), so the plain bytes are skipped eight at a time.
 func (s *scanner) str() error {
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	b := s.b
+	if s.i >= len(b) || b[s.i] != '"' {
 		return errSyntax
 	}
-	for i := s.i + 1; i < len(s.b); i++ {
-		switch c := s.b[i]; {
+	i := s.i + 1
+	for {
+		// To the next byte that is not plain: whole words, then the first flagged byte of the
+		// word that has one.
+		for i+8 <= len(b) {
+			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return errSyntax
+		}
+		switch c := b[i]; {
 		case c == '"':
 			s.i = i + 1
 			return nil
@@ -165,27 +182,45 @@ func (s *scanner) str() error {
 			return errSyntax
 		case c == '\\':
 			i++
-			if i >= len(s.b) {
+			if i >= len(b) {
 				return errSyntax
 			}
-			switch s.b[i] {
+			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
 			case 'u':
-				if i+4 >= len(s.b) {
+				if i+4 >= len(b) {
 					return errSyntax
 				}
-				for _, h := range s.b[i+1 : i+5] {
+				for _, h := range b[i+1 : i+5] {
 					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
 						return errSyntax
 					}
 				}
-				i += 4
+				i += 5
 			default:
 				return errSyntax
 			}
+		default:
+			i++
 		}
 	}
-	return errSyntax
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special flags the bytes of x (eight bytes, little-endian) that a string literal must look at: a
+// quote, a backslash or a control byte below 0x20. 0 when there is none. (v-ones)&^v&highs sets
+// the high bit of a byte of v that is zero, and (x-0x20·ones)&^x&highs of a byte of x below 0x20
+// (Hacker's Delight's haszero and hasless). A borrow can flag a byte above a flagged one, never
+// below it, so the lowest flag is always a byte to look at.
+func special(x uint64) uint64 {
+	q := x ^ ones*'"'
+	bs := x ^ ones*'\\'
+	return ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs
 }
 
 // number steps over a number literal in the JSON grammar.
@@ -250,9 +285,22 @@ func unquote(raw []byte) (string, error) {
 	return s, nil
 }
 
+// memberName is the name of a member, from its literal raw (already checked by str): a name of
+// printable ASCII without escapes, which every name ql3 writes is, is the literal's own bytes
+// (a listing compares thousands of names and keeps none, so none is copied).
+func memberName(raw []byte) ([]byte, error) {
+	for _, c := range raw[1 : len(raw)-1] {
+		if c == '\\' || c >= utf8.RuneSelf {
+			s, err := unquote(raw)
+			return []byte(s), err
+		}
+	}
+	return raw[1 : len(raw)-1], nil
+}
+
 // scanMembers walks the JSON object b, which must be the whole of b, and calls member for each of
 // its members.
-func scanMembers(b []byte, member func(name string, raw []byte) error) error {
+func scanMembers(b []byte, member func(name []byte, raw []byte) error) error {
 	s := &scanner{b: b}
 	if err := s.object(0, member); err != nil {
 		return err
@@ -292,9 +340,9 @@ func decodeBool(raw []byte, v *bool) error {
 
 // once runs decode for the member name, bit of *seen, and refuses a second member of that name.
 // Only the members a listing reads are tracked: the others are not shown.
-func once(seen *uint, bit uint, name string, decode func() error) error {
+func once(seen *uint, bit uint, name []byte, decode func() error) error {
 	if *seen&(1<<bit) != 0 {
-		return errors.New("member " + strconv.Quote(name) + " is named twice")
+		return errors.New("member " + strconv.Quote(string(name)) + " is named twice")
 	}
 	*seen |= 1 << bit
 	return decode()
@@ -304,8 +352,8 @@ func once(seen *uint, bit uint, name string, decode func() error) error {
 // object is read, and the listing checks the media type.
 func decodeDescriptor(raw []byte, d *evidence.Descriptor) error {
 	var seen uint
-	return scanMembers(raw, func(name string, raw []byte) error {
-		switch name {
+	return scanMembers(raw, func(name []byte, raw []byte) error {
+		switch string(name) {
 		case "mediaType":
 			return once(&seen, 0, name, func() error { return decodeString(raw, &d.MediaType) })
 		case "digest":

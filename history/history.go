@@ -270,8 +270,8 @@ func (l *line) schema() string { return l.Schema }
 
 func (l *line) decodeFields(b []byte) error {
 	var seen uint
-	return scanMembers(b, func(name string, raw []byte) error {
-		switch name {
+	return scanMembers(b, func(name []byte, raw []byte) error {
+		switch string(name) {
 		case "schema":
 			return once(&seen, 0, name, func() error { return decodeString(raw, &l.Schema) })
 		case "command":
@@ -281,8 +281,8 @@ func (l *line) decodeFields(b []byte) error {
 		case "lock":
 			return once(&seen, 3, name, func() error {
 				var seen uint
-				return scanMembers(raw, func(name string, raw []byte) error {
-					if name == "releaseVersion" {
+				return scanMembers(raw, func(name []byte, raw []byte) error {
+					if string(name) == "releaseVersion" {
 						return once(&seen, 0, name, func() error { return decodeString(raw, &l.Lock.ReleaseVersion) })
 					}
 					return nil
@@ -303,8 +303,8 @@ func (l *line) decodeFields(b []byte) error {
 				return scanElements(raw, func(raw []byte) error {
 					var v struct{ Verdict string }
 					var seen uint
-					err := scanMembers(raw, func(name string, raw []byte) error {
-						if name == "verdict" {
+					err := scanMembers(raw, func(name []byte, raw []byte) error {
+						if string(name) == "verdict" {
 							return once(&seen, 0, name, func() error { return decodeString(raw, &v.Verdict) })
 						}
 						return nil
@@ -335,15 +335,15 @@ func (c *commandLine) schema() string { return c.Schema }
 
 func (c *commandLine) decodeFields(b []byte) error {
 	var seen uint
-	return scanMembers(b, func(name string, raw []byte) error {
-		switch name {
+	return scanMembers(b, func(name []byte, raw []byte) error {
+		switch string(name) {
 		case "schema":
 			return once(&seen, 0, name, func() error { return decodeString(raw, &c.Schema) })
 		case "kubeconfig":
 			return once(&seen, 1, name, func() error {
 				var seen uint
-				return scanMembers(raw, func(name string, raw []byte) error {
-					if name == "context" {
+				return scanMembers(raw, func(name []byte, raw []byte) error {
+					if string(name) == "context" {
 						return once(&seen, 0, name, func() error { return decodeString(raw, &c.Kubeconfig.Context) })
 					}
 					return nil
