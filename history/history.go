@@ -110,11 +110,7 @@ func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 		rep.Order, rep.Log = OrderLog, &lg.state
 		for i := range sc.entries {
 			e := &sc.entries[i]
-			idx, err := lg.place(e.Kind, e.Digest)
-			if err != nil {
-				return nil, err
-			}
-			e.LogIndex, e.Unsigned = &idx, idx >= lg.state.Checkpoint
+			e.Unsigned = *e.LogIndex >= lg.state.Checkpoint
 		}
 		// Each root store gc dropped is a line of the story too: its tombstone leaf. Its record
 		// (and so its cluster) is gone: shown without a cluster filter only.
@@ -126,7 +122,7 @@ func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 			}
 		}
 		// Newest first by leaf index: the log's commit order, not the records' times.
-		slices.SortStableFunc(sc.entries, func(a, b Entry) int { return cmp.Compare(*b.LogIndex, *a.LogIndex) })
+		byLeaf(sc.entries, lg.state.Size)
 	}
 	for _, e := range sc.entries {
 		if f.Cluster == "" || e.ClusterUID == f.Cluster {
@@ -134,6 +130,28 @@ func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// byLeaf orders entries newest first by leaf index. Each line is its own leaf, so the entries are
+// placed by index, without comparing (a sort moved the entries, a few hundred bytes each, about
+// n log n times); two lines naming one leaf, which the log's check rules out, are sorted instead.
+func byLeaf(entries []Entry, size int64) {
+	at := make([]int32, size) // 1 + the position of the leaf's entry, 0: none
+	for i, e := range entries {
+		li := *e.LogIndex
+		if li < 0 || li >= size || at[li] != 0 {
+			slices.SortStableFunc(entries, func(a, b Entry) int { return cmp.Compare(*b.LogIndex, *a.LogIndex) })
+			return
+		}
+		at[li] = int32(i + 1)
+	}
+	out := make([]Entry, 0, len(entries))
+	for li := size - 1; li >= 0; li-- {
+		if at[li] != 0 {
+			out = append(out, entries[at[li]-1])
+		}
+	}
+	copy(entries, out)
 }
 
 // WriteText prints the history as aligned columns, newest first.
@@ -205,17 +223,22 @@ func (sc *scanned) load(d evidence.Descriptor, mediaType string, v any) error {
 }
 
 // loadBytes is load of the record's bytes b when the caller holds them already, read and
-// hashed to d.Digest by the store (the log's check, store.LogPublication); nil b is read by Get.
+// hashed to d.Digest by the store (the log's check, store.LogPublication, which lends them for
+// the call); nil b is read by View.
 func (sc *scanned) loadBytes(d evidence.Descriptor, mediaType string, b []byte, v any) error {
 	if d.MediaType != mediaType {
 		return refuse.New(CodeRecordInvalid, "index names %s with media type %s, want %s", d.Digest, refuse.Ident(d.MediaType), mediaType)
 	}
 	if b == nil {
-		var err error
-		if b, err = sc.st.Get(d.Digest); err != nil {
-			return err
-		}
+		// Read into View's reused buffer: the decoders copy every string they keep.
+		return sc.st.View(d.Digest, func(b []byte) error { return sc.decode(d, mediaType, b, v) })
 	}
+	return sc.decode(d, mediaType, b, v)
+}
+
+// decode is loadBytes of the bytes b of the record d, which it keeps nothing of: they may be lent
+// (View).
+func (sc *scanned) decode(d evidence.Descriptor, mediaType string, b []byte, v any) error {
 	if int64(len(b)) != d.Size {
 		return refuse.New(store.CodeObjectSize, "object %s has %d bytes, its index entry says %d", d.Digest, len(b), d.Size)
 	}
@@ -386,6 +409,7 @@ func (sc *scanned) context(d evidence.Descriptor) (string, error) {
 type job struct {
 	kind, mediaType string
 	key             digest.Digest // its index entry's key
+	leaf            int64         // the leaf that published it, from the log's check
 	desc            evidence.Descriptor
 	raw             []byte // the record's bytes as the log's check read and hashed them; nil: read by Get
 	entry           Entry
@@ -424,12 +448,15 @@ func scanStory(st *store.Store, o Options) (*scanned, *logStory, error) {
 		if k < 0 {
 			return
 		}
-		j := &job{kind: kinds[k].kind, mediaType: kinds[k].mediaType, key: p.Key, desc: p.Entry, raw: p.Record}
+		j := &job{kind: kinds[k].kind, mediaType: kinds[k].mediaType, key: p.Key, leaf: p.Leaf, desc: p.Entry, raw: p.Record}
 		// An intent is a line only without its receipt, which may not be read yet: it is read
-		// once every publication is known (holding its bytes, not reading them again).
+		// once every publication is known (holding a copy of its bytes, which are only lent
+		// for this call, instead of reading them again).
 		if j.kind != KindUnfinished {
 			j.err = sc.read(j)
 			j.raw = nil
+		} else {
+			j.raw = slices.Clone(p.Record)
 		}
 		mu.Lock()
 		jobs = append(jobs, j)
@@ -442,32 +469,42 @@ func scanStory(st *store.Store, o Options) (*scanned, *logStory, error) {
 		}
 		return sc, nil, err
 	}
-	rank := func(kind string) int {
-		return slices.IndexFunc(kinds, func(k indexKind) bool { return k.kind == kind })
-	}
-	slices.SortFunc(jobs, func(a, b *job) int {
-		return cmp.Or(cmp.Compare(rank(a.kind), rank(b.kind)), strings.Compare(string(a.key), string(b.key)))
-	})
 	done := map[digest.Digest]bool{}
+	for _, j := range jobs {
+		if j.kind == KindReceipt {
+			done[j.key] = true
+		}
+	}
 	var intents []*job
 	for _, j := range jobs {
-		switch {
-		case j.kind == KindReceipt:
-			done[j.key] = true
-		case j.kind == KindUnfinished && !done[j.key]:
+		if j.kind == KindUnfinished && !done[j.key] {
 			intents = append(intents, j)
 		}
 	}
 	readAll(sc, intents)
+	// The lines are placed by leaf (HistoryWith), so the jobs are not sorted: of the records that
+	// do not read, the one first in the listing's order (kinds, each by key) is named.
+	rank := func(kind string) int {
+		return slices.IndexFunc(kinds, func(k indexKind) bool { return k.kind == kind })
+	}
+	var failed *job
 	sc.entries = make([]Entry, 0, len(jobs))
-	for _, j := range jobs {
-		if j.kind == KindUnfinished && done[j.key] {
-			continue
+	leaves := make([]int64, len(jobs))
+	for i, j := range jobs {
+		switch {
+		case j.kind == KindUnfinished && done[j.key]:
+		case j.err != nil:
+			if failed == nil || cmp.Or(cmp.Compare(rank(j.kind), rank(failed.kind)), strings.Compare(string(j.key), string(failed.key))) < 0 {
+				failed = j
+			}
+		default:
+			leaves[i] = j.leaf
+			j.entry.LogIndex = &leaves[i]
+			sc.entries = append(sc.entries, j.entry)
 		}
-		if j.err != nil {
-			return nil, nil, j.err
-		}
-		sc.entries = append(sc.entries, j.entry)
+	}
+	if failed != nil {
+		return nil, nil, failed.err
 	}
 	return sc, lg, nil
 }

@@ -71,15 +71,10 @@ var leafKinds = map[string]deploylog.Kind{
 	KindUnfinished: deploylog.KindIntent,
 }
 
-type leafRef struct {
-	kind   deploylog.Kind
-	record digest.Digest
-}
-
 // logStory is the verified log of st, or nil for a store without one.
 type logStory struct {
-	state LogState
-	index map[leafRef]int64
+	state  LogState
+	leaves []deploylog.Leaf
 	// tombstones are the leaves by which store gc dropped a root, in leaf order.
 	tombstones []tombstone
 }
@@ -108,15 +103,13 @@ func readLogWith(st *store.Store, o Options, publication func(store.LogPublicati
 	out := &logStory{
 		state: LogState{Origin: ls.Origin, Size: size, Checkpoint: ls.Checkpoint, SignatureChecked: ls.SignatureChecked,
 			Cosignatures: ls.Cosignatures, UnsignedTail: size - ls.Checkpoint},
-		index: make(map[leafRef]int64, len(ls.Leaves)),
+		leaves: ls.Leaves,
 	}
 	if err := judgeWitnesses(&out.state, o.LogVerifier, ls); err != nil {
 		return nil, err
 	}
 	for i, l := range ls.Leaves {
-		if l.Kind != deploylog.KindTombstone {
-			out.index[leafRef{l.Kind, l.Record}] = int64(i)
-		} else {
+		if l.Kind == deploylog.KindTombstone {
 			out.tombstones = append(out.tombstones, tombstone{int64(i), l})
 		}
 	}
@@ -156,14 +149,16 @@ func judgeWitnesses(s *LogState, v deploylog.CheckpointVerifier, ls *store.LogSt
 	return nil
 }
 
-// place is the leaf index that publishes e's record; a root record without a leaf is refused
+// place is the index of the last leaf that publishes the record d as kind (describe's one record;
+// history has each record's leaf from the log's check); a root record without a leaf is refused
 // (the log verified, so this only happens if the store changed between the reads).
 func (l *logStory) place(kind string, d digest.Digest) (int64, error) {
-	i, ok := l.index[leafRef{leafKinds[kind], d}]
-	if !ok {
-		return 0, refuse.New(store.CodeLogNotLogged, "the %s %s has no leaf in the deployment log", kind, d)
+	for i := len(l.leaves) - 1; i >= 0; i-- {
+		if lf := l.leaves[i]; lf.Kind == leafKinds[kind] && lf.Record == d {
+			return int64(i), nil
+		}
 	}
-	return i, nil
+	return 0, refuse.New(store.CodeLogNotLogged, "the %s %s has no leaf in the deployment log", kind, d)
 }
 
 // writeLogLine prints the order source and, with a log, how far its checkpoints cover the story:

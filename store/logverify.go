@@ -117,7 +117,7 @@ type LogVerifyOptions struct {
 	// worker goroutines, concurrently, for every leaf that published its index entry last
 	// (attestations, tombstones and duplicates excepted) whose entry was read and decoded,
 	// before the report is complete: a call says nothing about the log's validity, the report
-	// does. Nothing is skipped or added for it; the record is read whole (Get's checks) instead
+	// does. Nothing is skipped or added for it; the record is read whole (View's checks) instead
 	// of streamed through the hash.
 	Publication func(LogPublication)
 }
@@ -128,10 +128,12 @@ type LogPublication struct {
 	Kind  deploylog.Kind
 	Key   digest.Digest
 	Entry evidence.Descriptor // the index entry as read; its digest may differ from the leaf's record (a finding)
-	// Record is the record's bytes, read and hashed to Entry.Digest on this call's worker, the
-	// callee's to keep. Nil when another leaf checks that digest (a record two leaves publish),
-	// when a tombstone dropped the leaf (its record is not checked), when the entry names
-	// another record than the leaf, or when the record failed its check (a finding).
+	// Record is the record's bytes, read and hashed to Entry.Digest on this call's worker, lent
+	// for the call as View lends them: the callee must neither modify them nor keep any part of
+	// them after it returns (it copies what it keeps). Nil when another leaf checks that digest
+	// (a record two leaves publish), when a tombstone dropped the leaf (its record is not
+	// checked), when the entry names another record than the leaf, or when the record failed
+	// its check (a finding).
 	Record []byte
 }
 
@@ -607,19 +609,32 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool, publication
 						c.entry[i] = entryRead{d: d, ok: ok, err: err}
 					}
 				}
-				var rec []byte
+				publish := func(rec []byte) {
+					if e := c.entry[i]; publication != nil && e.ok {
+						if e.d.Digest != leaf.Record {
+							rec = nil
+						}
+						publication(LogPublication{Leaf: i, Kind: leaf.Kind, Key: leaf.Key, Entry: e.d, Record: rec})
+					}
+				}
 				switch {
 				case c.recordOf[i] != i:
+					publish(nil)
 				case publication != nil && needEntry[i]:
-					rec, c.recErr[i] = readObject(s.dirs[dSHA256].fd, leaf.Record)
+					// The record is lent to the publication, in View's reused buffer: a
+					// listing decodes it there and keeps nothing of it.
+					lent := false
+					c.recErr[i] = viewObject(s.dirs[dSHA256].fd, leaf.Record, func(b []byte) error {
+						lent = true
+						publish(b)
+						return nil
+					})
+					if !lent {
+						publish(nil)
+					}
 				default:
 					_, c.recErr[i] = checkObject(s.dirs[dSHA256].fd, leaf.Record)
-				}
-				if e := c.entry[i]; publication != nil && e.ok {
-					if e.d.Digest != leaf.Record {
-						rec = nil
-					}
-					publication(LogPublication{Leaf: i, Kind: leaf.Kind, Key: leaf.Key, Entry: e.d, Record: rec})
+					publish(nil)
 				}
 			}
 		})

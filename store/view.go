@@ -30,7 +30,12 @@ func (s *Store) View(d digest.Digest, fn func(b []byte) error) error {
 	if _, err := evidence.ParseDigest(string(d)); err != nil {
 		return err
 	}
-	fd, size, err := openObjectFD(s.dirs[dSHA256].fd, d.Encoded(), d)
+	return viewObject(s.dirs[dSHA256].fd, d, fn)
+}
+
+// viewObject is View's read of the object d in the directory blobs, lending the bytes to fn.
+func viewObject(blobs int, d digest.Digest, fn func(b []byte) error) error {
+	fd, size, err := openObjectFD(blobs, d.Encoded(), d)
 	if err != nil {
 		return err
 	}
