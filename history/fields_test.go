@@ -3,6 +3,8 @@ package history
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -200,6 +202,41 @@ func BenchmarkDecodeFields(b *testing.B) {
 		}
 		if err := c.decodeFields(cb); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestByLeaf places lines by leaf index, newest first, and falls back to a stable sort for
+// indexes that cannot be placed (one leaf named twice, or outside the log), losing no line.
+func TestByLeaf(t *testing.T) {
+	at := func(idx ...int64) []Entry {
+		var es []Entry
+		for i := range idx {
+			es = append(es, Entry{Release: fmt.Sprint(i), LogIndex: &idx[i]})
+		}
+		return es
+	}
+	order := func(es []Entry) string {
+		var b strings.Builder
+		for _, e := range es {
+			fmt.Fprintf(&b, "%d/%s ", *e.LogIndex, e.Release)
+		}
+		return b.String()
+	}
+	for _, c := range []struct {
+		idx  []int64
+		size int64
+		want string
+	}{
+		{nil, 0, ""},
+		{[]int64{0}, 1, "0/0 "},
+		{[]int64{2, 7, 0, 5}, 8, "7/1 5/3 2/0 0/2 "},
+		{[]int64{3, 1, 3, 2}, 4, "3/0 3/2 2/3 1/1 "}, // leaf 3 twice: sorted, stably
+		{[]int64{1, 9, 0}, 4, "9/1 1/0 0/2 "},        // beyond the log: sorted
+		{[]int64{1, -1, 0}, 4, "1/0 0/2 -1/1 "},      // negative: sorted
+	} {
+		if got := order(byLeaf(at(c.idx...), c.size)); got != c.want {
+			t.Errorf("byLeaf(%v, %d) = %q, want %q", c.idx, c.size, got, c.want)
 		}
 	}
 }

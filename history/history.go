@@ -122,26 +122,32 @@ func HistoryWith(st *store.Store, f Filter, o Options) (*Report, error) {
 			}
 		}
 		// Newest first by leaf index: the log's commit order, not the records' times.
-		byLeaf(sc.entries, lg.state.Size)
+		sc.entries = byLeaf(sc.entries, lg.state.Size)
 	}
+	// Filtered in place: the lines are this call's own, a few hundred bytes each.
+	kept := sc.entries[:0]
 	for _, e := range sc.entries {
 		if f.Cluster == "" || e.ClusterUID == f.Cluster {
-			rep.Entries = append(rep.Entries, e)
+			kept = append(kept, e)
 		}
+	}
+	if len(kept) > 0 {
+		rep.Entries = kept
 	}
 	return rep, nil
 }
 
-// byLeaf orders entries newest first by leaf index. Each line is its own leaf, so the entries are
-// placed by index, without comparing (a sort moved the entries, a few hundred bytes each, about
-// n log n times); two lines naming one leaf, which the log's check rules out, are sorted instead.
-func byLeaf(entries []Entry, size int64) {
+// byLeaf is entries ordered newest first by leaf index. Each line is its own leaf, so the entries
+// are placed by index, without comparing (a sort moved the entries, a few hundred bytes each,
+// about n log n times); two lines naming one leaf, which the log's check rules out, are sorted
+// instead, in place.
+func byLeaf(entries []Entry, size int64) []Entry {
 	at := make([]int32, size) // 1 + the position of the leaf's entry, 0: none
 	for i, e := range entries {
 		li := *e.LogIndex
 		if li < 0 || li >= size || at[li] != 0 {
 			slices.SortStableFunc(entries, func(a, b Entry) int { return cmp.Compare(*b.LogIndex, *a.LogIndex) })
-			return
+			return entries
 		}
 		at[li] = int32(i + 1)
 	}
@@ -151,7 +157,7 @@ func byLeaf(entries []Entry, size int64) {
 			out = append(out, entries[at[li]-1])
 		}
 	}
-	copy(entries, out)
+	return out
 }
 
 // WriteText prints the history as aligned columns, newest first.
