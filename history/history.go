@@ -417,7 +417,7 @@ type job struct {
 	key             digest.Digest // its index entry's key
 	leaf            int64         // the leaf that published it, from the log's check
 	desc            evidence.Descriptor
-	raw             []byte // the record's bytes as the log's check read and hashed them; nil: read by Get
+	raw             []byte // the record's bytes from the log's check: lent for its call, an intent's copied; nil: read by View
 	entry           Entry
 	err             error
 }

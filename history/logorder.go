@@ -153,8 +153,9 @@ func judgeWitnesses(s *LogState, v deploylog.CheckpointVerifier, ls *store.LogSt
 // history has each record's leaf from the log's check); a root record without a leaf is refused
 // (the log verified, so this only happens if the store changed between the reads).
 func (l *logStory) place(kind string, d digest.Digest) (int64, error) {
+	lk := leafKinds[kind]
 	for i := len(l.leaves) - 1; i >= 0; i-- {
-		if lf := l.leaves[i]; lf.Kind == leafKinds[kind] && lf.Record == d {
+		if lf := l.leaves[i]; lf.Kind == lk && lf.Record == d {
 			return int64(i), nil
 		}
 	}
