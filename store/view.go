@@ -6,10 +6,8 @@ import (
 	"sync"
 
 	"github.com/opencontainers/go-digest"
-	"golang.org/x/sys/unix"
 
 	"github.com/qinglong/ql3/evidence"
-	"github.com/qinglong/ql3/internal/sysfile"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -39,14 +37,14 @@ func viewObject(blobs int, d digest.Digest, fn func(b []byte) error) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer closeRaw(fd)
 	bp := viewBuffers.Get().(*[]byte)
 	defer viewBuffers.Put(bp)
 	if int64(cap(*bp)) < size+1 {
 		*bp = make([]byte, size+1) // size is bounded by MaxObjectSize (checkObjectStat)
 	}
 	// size+1 bytes are asked for, as readSized asks: a file that grew since fstat is refused.
-	n, err := readFull(fd, (*bp)[:size+1], size)
+	n, err := preadFull(fd, (*bp)[:size+1])
 	switch {
 	case err != nil:
 		return refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
@@ -60,26 +58,4 @@ func viewObject(blobs int, d digest.Digest, fn func(b []byte) error) error {
 		return refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
 	}
 	return fn(b)
-}
-
-// readFull reads the regular file fd from offset 0 into buf until buf is full or the file ends; a
-// short read once size bytes are in is the end (one read(2) for a file that ends where fstat said),
-// as input.ReadFD reads.
-func readFull(fd int, buf []byte, size int64) (int, error) {
-	n := 0
-	for n < len(buf) {
-		asked := len(buf) - n
-		m, err := sysfile.RetryEINTR(func() (int, error) { return unix.Pread(fd, buf[n:], int64(n)) })
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-		if int64(n) >= size && m < asked {
-			break
-		}
-	}
-	return n, nil
 }
