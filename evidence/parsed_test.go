@@ -3,9 +3,11 @@ package evidence
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/qinglong/ql3/refuse"
@@ -128,8 +130,55 @@ func TestDecodeJSONMatchesEncodingJSON(t *testing.T) {
 		`{"a":1,"b":[true,false,null,"x\u00e9\ud83d\ude00",-0,1e3,1.50],"c":{}}`,
 		`[]`, `"s"`, `12345678901234567890`, `null`, ` {"k" : [ {} , [] ] } `,
 		`{"a":1,"a":2}`, `{"a":1,}`, `"\ud800"`, "\"\xff\"", `{"a":1} x`, ``,
+		// Containers closing at every depth, siblings after a nested one, and one refused
+		// inside a nest (the parser's stack of open members must come back to each mark).
+		`{"a":[{"b":[1,{"c":[]},[2,3,{"d":{"e":[4]}}]]},5],"f":{"g":[6,[7,[8]]],"h":{}},"i":"j"}`,
+		`[[[[{}]],[]],{"a":[{"b":{}}],"c":[[],[1]]},[{"x":{"y":{"z":[null]}}}],0]`,
+		`{"a":[{"b":[1,{"c":[]},[2,3,{"d":{"e":[4]}}]]},5],"f":{"g":[6,[7,[8]]],"g":{}}}`,
 	} {
 		checkDecodeJSON(t, []byte(s))
+	}
+	// More children than one block of the parser's child slices holds, in containers of every
+	// size between the objects' members.
+	var big strings.Builder
+	big.WriteString(`{"items":[`)
+	for i := range 6000 {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `{"n":%d,"tags":[%s],"m":{"k%d":[%d]}}`, i, strings.Repeat(`"t",`, i%7)+`"u"`, i, i)
+	}
+	big.WriteString(`],"tail":[1,2,3]}`)
+	checkDecodeJSON(t, []byte(big.String()))
+}
+
+// TestParsedChildrenCappedAtLength: the parser cuts every container's children from shared
+// blocks; each slice's capacity must end at its length, or an append to one (none is made today)
+// would overwrite the next container's children.
+func TestParsedChildrenCappedAtLength(t *testing.T) {
+	root, _, err := parseStrict([]byte(`{"a":[1,[2,3],{"b":4,"c":[5]}],"d":{"e":{"f":[6,7,8]}},"g":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	containers := 0
+	var walk func(n *node)
+	walk = func(n *node) {
+		if cap(n.elems) != len(n.elems) || cap(n.keys) != len(n.keys) {
+			t.Errorf("node of kind %d: %d elements in a capacity of %d, %d keys in %d", n.kind, len(n.elems), cap(n.elems), len(n.keys), cap(n.keys))
+		}
+		if n.kind == kObject && len(n.keys) != len(n.elems) {
+			t.Errorf("object with %d keys and %d values", len(n.keys), len(n.elems))
+		}
+		if n.kind == kArray || n.kind == kObject {
+			containers++
+		}
+		for _, e := range n.elems {
+			walk(e)
+		}
+	}
+	walk(root)
+	if containers != 9 {
+		t.Fatalf("walked %d containers, want 9", containers)
 	}
 }
 

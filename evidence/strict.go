@@ -62,6 +62,51 @@ type parser struct {
 	// slab hands out nodes in blocks, so a document of many values costs a few allocations of
 	// nodes, not one each. A tree is kept whole or dropped whole, so no block outlives its use.
 	slab []node
+	// open holds the members (or elements) of every array and object still being parsed, the
+	// innermost last: a container's children go here, then into one slice of ptrs, sized when
+	// the container closes, instead of a slice of its own grown by append (a few allocations per
+	// container, and most of a large document's).
+	open []*node
+	// ptrs hands out the closed containers' child slices in blocks, as slab hands out nodes.
+	ptrs []*node
+}
+
+// closeMembers is closeChildren for an object, whose children are pushed as key, value pairs:
+// it returns the keys and the values, each a slice of its own in one cut of ptrs.
+func (p *parser) closeMembers(mark int) (keys, values []*node) {
+	pairs := p.open[mark:]
+	m := len(pairs) / 2
+	if cap(p.ptrs)-len(p.ptrs) < 2*m {
+		p.ptrs = make([]*node, 0, max(2*m, min(max(len(p.in)/16, 16), 4096)))
+	}
+	at := len(p.ptrs)
+	p.ptrs = p.ptrs[:at+2*m]
+	keys, values = p.ptrs[at:at+m:at+m], p.ptrs[at+m:at+2*m:at+2*m]
+	for i := range m {
+		keys[i], values[i] = pairs[2*i], pairs[2*i+1]
+	}
+	clear(pairs)
+	p.open = p.open[:mark]
+	return keys, values
+}
+
+// closeChildren moves the children that a container pushed on p.open since mark into a slice of
+// their own, cut from the current block of ptrs with its capacity at its length (an append
+// to it could never reach a neighbour's), and pops them.
+func (p *parser) closeChildren(mark int) []*node {
+	kids := p.open[mark:]
+	k := len(kids)
+	if k == 0 {
+		return nil
+	}
+	if cap(p.ptrs)-len(p.ptrs) < k {
+		p.ptrs = make([]*node, 0, max(k, min(max(len(p.in)/16, 16), 4096)))
+	}
+	at := len(p.ptrs)
+	p.ptrs = append(p.ptrs, kids...)
+	clear(kids) // the stack keeps no tree alive once it is done with
+	p.open = p.open[:mark]
+	return p.ptrs[at : at+k : at+k]
 }
 
 // newNode returns a fresh node holding v, from the current block.
@@ -84,7 +129,8 @@ func parseStrict(b []byte) (*node, [][]byte, error) {
 	}
 	// Most documents hold a string literal every few dozen bytes; presizing the table avoids
 	// re-copying it while it grows.
-	p := &parser{in: b, lits: make([][]byte, 0, len(b)/32+1), src: string(b)}
+	// The stack of open members starts deep enough for a record's nesting without regrowing.
+	p := &parser{in: b, lits: make([][]byte, 0, len(b)/32+1), src: string(b), open: make([]*node, 0, 64)}
 	p.ws()
 	n, err := p.value(0)
 	if err != nil {
@@ -163,13 +209,14 @@ func (p *parser) array(depth int) (*node, error) {
 		p.pos++
 		return n, nil
 	}
+	mark := len(p.open)
 	for {
 		p.ws()
 		v, err := p.value(depth)
 		if err != nil {
 			return nil, err
 		}
-		n.elems = append(n.elems, v)
+		p.open = append(p.open, v)
 		p.ws()
 		if p.pos >= len(p.in) {
 			return nil, p.fail(CodeInvalidJSON, "unexpected end of json input in array")
@@ -179,6 +226,7 @@ func (p *parser) array(depth int) (*node, error) {
 			p.pos++
 		case ']':
 			p.pos++
+			n.elems = p.closeChildren(mark)
 			return n, nil
 		default:
 			return nil, p.fail(CodeInvalidJSON, "expected , or ] in array")
@@ -197,6 +245,8 @@ func (p *parser) object(depth int) (*node, error) {
 		p.pos++
 		return n, nil
 	}
+	// Keys and values go on p.open in pairs, key first.
+	mark := len(p.open)
 	for {
 		p.ws()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
@@ -216,8 +266,7 @@ func (p *parser) object(depth int) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		n.keys = append(n.keys, k)
-		n.elems = append(n.elems, v)
+		p.open = append(p.open, k, v)
 		p.ws()
 		if p.pos >= len(p.in) {
 			return nil, p.fail(CodeInvalidJSON, "unexpected end of json input in object")
@@ -227,6 +276,7 @@ func (p *parser) object(depth int) (*node, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			n.keys, n.elems = p.closeMembers(mark)
 			return n, nil
 		default:
 			return nil, p.fail(CodeInvalidJSON, "expected , or } in object")
