@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"unicode/utf16"
@@ -50,10 +51,14 @@ func checkDuplicates(n *node) error {
 			}
 		}
 	case kObject:
-		if len(n.keys) > 1 {
+		if len(n.keys) > 1 && hasDuplicateKey(n.keys) {
+			// The refusal names the duplicate that the canonical sort meets first, whichever
+			// reader finds it; sorting every object's names as UTF-16 only to find none repeated
+			// was most of a large document's decoding.
 			if _, err := sortedMembers(n); err != nil {
 				return err
 			}
+			return refuse.New(CodeDuplicateKey, "duplicate object key in an object of %d members", len(n.keys))
 		}
 		for _, e := range n.elems {
 			if err := checkDuplicates(e); err != nil {
@@ -75,20 +80,36 @@ func canonicalTree(root *node, lits [][]byte, sizeHint int) ([]byte, error) {
 	return appendCanonical(out, root, strs)
 }
 
-// canonicalStrings serializes every string literal of the document through the library in a single
-// call and splits its output back into one canonical string per literal.
+// canonicalStrings returns the canonical form of every string literal of the document. A literal
+// with no backslash is its own canonical form: the parser has refused raw control characters and
+// invalid UTF-8, a raw quote would have ended it, and the library escapes nothing else (it
+// re-escapes only the backslash, the quote and bytes below 0x20), so it would give those bytes
+// back unchanged. Every literal with a backslash goes through the library, all of them in a
+// single call, and its output is split back into one canonical string per literal.
 func canonicalStrings(lits [][]byte) ([][]byte, error) {
 	if len(lits) == 0 {
 		return nil, nil
 	}
-	size := 2
-	for _, l := range lits {
+	strs := make([][]byte, len(lits))
+	size, escaped := 2, 0
+	for i, l := range lits {
+		if bytes.IndexByte(l, '\\') < 0 {
+			strs[i] = l
+			continue
+		}
 		size += len(l) + 1
+		escaped++
+	}
+	if escaped == 0 {
+		return strs, nil
 	}
 	arr := make([]byte, 0, size)
 	arr = append(arr, '[')
 	for i, l := range lits {
-		if i > 0 {
+		if strs[i] != nil {
+			continue
+		}
+		if len(arr) > 1 {
 			arr = append(arr, ',')
 		}
 		arr = append(arr, l...)
@@ -98,8 +119,8 @@ func canonicalStrings(lits [][]byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	strs := make([][]byte, 0, len(lits))
-	i := 1
+	// The library's strings, in the order of the escaped literals.
+	next, i := 0, 1
 	for i < len(out) && out[i] == '"' {
 		j := i + 1
 		for j < len(out) && out[j] != '"' {
@@ -111,11 +132,21 @@ func canonicalStrings(lits [][]byte) ([][]byte, error) {
 		if j >= len(out) {
 			break
 		}
-		strs = append(strs, out[i:j+1])
+		for next < len(strs) && strs[next] != nil {
+			next++
+		}
+		if next == len(strs) {
+			break
+		}
+		strs[next] = out[i : j+1]
+		next++
 		i = j + 2 // skip the closing quote and the , or ]
 	}
-	if len(strs) != len(lits) || i != len(out) {
-		return nil, refuse.New(CodeCanonicalize, "canonical string table has %d entries for %d literals", len(strs), len(lits))
+	for next < len(strs) && strs[next] != nil {
+		next++
+	}
+	if next != len(strs) || i != len(out) {
+		return nil, refuse.New(CodeCanonicalize, "canonical string table does not match the %d escaped literals of %d", escaped, len(lits))
 	}
 	return strs, nil
 }
@@ -181,6 +212,31 @@ func appendCanonical(out []byte, n *node, strs [][]byte) ([]byte, error) {
 		return append(out, '}'), nil
 	}
 	return nil, refuse.New(CodeCanonicalize, "unknown node kind %d", n.kind)
+}
+
+// hasDuplicateKey reports whether two of keys hold the same decoded name. The parser has refused
+// invalid UTF-8 and lone surrogates, so names equal as strings exactly when they are equal as
+// the UTF-16 code units sortedMembers compares.
+func hasDuplicateKey(keys []*node) bool {
+	if len(keys) <= 16 {
+		// A few comparisons, most of them ended by the lengths, and no allocation.
+		for i := 1; i < len(keys); i++ {
+			for _, k := range keys[:i] {
+				if k.str == keys[i].str {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if _, dup := seen[k.str]; dup {
+			return true
+		}
+		seen[k.str] = struct{}{}
+	}
+	return false
 }
 
 // sortedMembers orders the members of object n by the UTF-16 code units of their decoded names

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -214,6 +215,11 @@ func canonicalizeSeeds() []string {
 		`"\"\\\/\b\f\n\r\t\u0000\u001f\u007f\u2028"`,
 		`{"\ud83d\ude00":1,"\ufb33":2,"\u0080":3,"\r":4}`,
 		`true`, `null`, `0`, `[]`, `{}`,
+		// Literals with and without escapes interleaved: those without keep their bytes, the
+		// others go through the library, and each must come back to its own place.
+		`["a","\n","b","c\u0041","","\/","é\t","x ",{"k\"":"v","k":"v\\","\u006b2":""},"z"]`,
+		`{"\u0062":"\n","a":"plain","c":["\r","s","\ud83d\ude00","t"],"d":""}`,
+		`["\b","\f","\u001f"]`, `["plain","é","😀",""]`,
 	}
 	for _, name := range []string{"values", "sorting"} {
 		if b, err := os.ReadFile(filepath.Join("testdata", "rfc8785", name+".in.json")); err == nil {
@@ -275,6 +281,76 @@ func TestValidateAgreesWithCanonicalize(t *testing.T) {
 		verr := Validate([]byte(in))
 		if refuse.CodeOf(cerr) != refuse.CodeOf(verr) {
 			t.Errorf("%q: Canonicalize %v, Validate %v", in, cerr, verr)
+		}
+	}
+}
+
+// TestDuplicateKeyEitherWay holds the duplicate check that Validate and DecodeJSON make (pairwise
+// for a few members, a set for more) to the canonical sort's: every object with one name repeated
+// at any two positions, at sizes on both sides of the switch, is refused naming the same key as
+// Canonicalize (which sorts every object) names; distinct names that only look alike pass.
+func TestDuplicateKeyEitherWay(t *testing.T) {
+	for _, size := range []int{2, 3, 15, 16, 17, 40} {
+		for i := range size {
+			for j := i + 1; j < size; j++ {
+				names := make([]string, size)
+				for k := range names {
+					names[k] = fmt.Sprintf(`"k%03d"`, k)
+				}
+				names[j] = `"k` + fmt.Sprintf("\\u%04x", '0') + fmt.Sprintf(`%02d"`, i) // k0ii, escaped
+				if i >= 100 {
+					t.Fatal("fixture names assume fewer than 100 members")
+				}
+				checkDuplicateRefusal(t, objectOf(names))
+			}
+		}
+		// Two names repeated: the refusal names the one first in canonical order, as the sort does.
+		names := make([]string, size+3)
+		for k := range size {
+			names[k] = fmt.Sprintf(`"m%03d"`, size-k)
+		}
+		names[size], names[size+1], names[size+2] = `"z"`, `"a"`, `"z"`
+		if size >= 2 {
+			names[size+1] = names[size-1]
+		}
+		checkDuplicateRefusal(t, objectOf(names))
+	}
+	for _, ok := range []string{
+		`{"e\u0301":1,"\u00e9":2}`, `{"a":1,"A":2,"a ":3,"\u0000a":4}`, `{"\ud83d\ude00":1,"\ud83d\ude01":2}`,
+	} {
+		if err := Validate([]byte(ok)); err != nil {
+			t.Errorf("Validate(%s) = %v, want nil", ok, err)
+		}
+		if _, err := DecodeJSON([]byte(ok)); err != nil {
+			t.Errorf("DecodeJSON(%s) = %v, want nil", ok, err)
+		}
+	}
+}
+
+func objectOf(names []string) []byte {
+	var b strings.Builder
+	b.WriteByte('{')
+	for k, n := range names {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%d", n, k)
+	}
+	b.WriteByte('}')
+	return []byte(b.String())
+}
+
+func checkDuplicateRefusal(t *testing.T, doc []byte) {
+	t.Helper()
+	_, cerr := Canonicalize(doc)
+	verr := Validate(doc)
+	_, derr := DecodeJSON(doc)
+	for _, err := range []error{cerr, verr, derr} {
+		if refuse.CodeOf(err) != CodeDuplicateKey {
+			t.Fatalf("%s: %v, want %s", doc, err, CodeDuplicateKey)
+		}
+		if err.Error() != cerr.Error() {
+			t.Fatalf("%s: %q, Canonicalize says %q", doc, err, cerr)
 		}
 	}
 }
