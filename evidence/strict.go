@@ -128,8 +128,8 @@ func parseStrict(b []byte) (*node, [][]byte, error) {
 		return nil, nil, refuse.New(CodeInvalidUTF8, "json input at byte %d is not valid utf-8", invalidUTF8At(b))
 	}
 	// Most documents hold a string literal every few dozen bytes; presizing the table avoids
-	// re-copying it while it grows.
-	// The stack of open members starts deep enough for a record's nesting without regrowing.
+	// re-copying it while it grows. The stack of open members has room for a record's without
+	// regrowing.
 	p := &parser{in: b, lits: make([][]byte, 0, len(b)/32+1), src: string(b), open: make([]*node, 0, 64)}
 	p.ws()
 	n, err := p.value(0)
