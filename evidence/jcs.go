@@ -119,9 +119,19 @@ func canonicalStrings(lits [][]byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The library's strings, in the order of the escaped literals.
-	next, i := 0, 1
-	for i < len(out) && out[i] == '"' {
+	// The library's strings, in the order of the escaped literals: each fills the next slot that
+	// has none yet.
+	mismatch := func() error {
+		return refuse.New(CodeCanonicalize, "canonical string table does not match the %d escaped literals of %d", escaped, len(lits))
+	}
+	i := 1
+	for k := range strs {
+		if strs[k] != nil {
+			continue
+		}
+		if i >= len(out) || out[i] != '"' {
+			return nil, mismatch()
+		}
 		j := i + 1
 		for j < len(out) && out[j] != '"' {
 			if out[j] == '\\' {
@@ -130,23 +140,13 @@ func canonicalStrings(lits [][]byte) ([][]byte, error) {
 			j++
 		}
 		if j >= len(out) {
-			break
+			return nil, mismatch()
 		}
-		for next < len(strs) && strs[next] != nil {
-			next++
-		}
-		if next == len(strs) {
-			break
-		}
-		strs[next] = out[i : j+1]
-		next++
+		strs[k] = out[i : j+1]
 		i = j + 2 // skip the closing quote and the , or ]
 	}
-	for next < len(strs) && strs[next] != nil {
-		next++
-	}
-	if next != len(strs) || i != len(out) {
-		return nil, refuse.New(CodeCanonicalize, "canonical string table does not match the %d escaped literals of %d", escaped, len(lits))
+	if i != len(out) {
+		return nil, mismatch()
 	}
 	return strs, nil
 }

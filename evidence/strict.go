@@ -71,42 +71,38 @@ type parser struct {
 	ptrs []*node
 }
 
-// closeMembers is closeChildren for an object, whose children are pushed as key, value pairs:
-// it returns the keys and the values, each a slice of its own in one cut of ptrs.
-func (p *parser) closeMembers(mark int) (keys, values []*node) {
-	pairs := p.open[mark:]
-	m := len(pairs) / 2
-	if cap(p.ptrs)-len(p.ptrs) < 2*m {
-		p.ptrs = make([]*node, 0, max(2*m, min(max(len(p.in)/16, 16), 4096)))
-	}
-	at := len(p.ptrs)
-	p.ptrs = p.ptrs[:at+2*m]
-	keys, values = p.ptrs[at:at+m:at+m], p.ptrs[at+m:at+2*m:at+2*m]
-	for i := range m {
-		keys[i], values[i] = pairs[2*i], pairs[2*i+1]
-	}
-	clear(pairs)
-	p.open = p.open[:mark]
-	return keys, values
-}
-
-// closeChildren moves the children that a container pushed on p.open since mark into a slice of
-// their own, cut from the current block of ptrs with its capacity at its length (an append
-// to it could never reach a neighbour's), and pops them.
-func (p *parser) closeChildren(mark int) []*node {
-	kids := p.open[mark:]
-	k := len(kids)
-	if k == 0 {
-		return nil
-	}
+// cut returns k slots of ptrs, from the current block or a new one, with the capacity at the
+// length: an append to one container's slice could never reach a neighbour's.
+func (p *parser) cut(k int) []*node {
 	if cap(p.ptrs)-len(p.ptrs) < k {
 		p.ptrs = make([]*node, 0, max(k, min(max(len(p.in)/16, 16), 4096)))
 	}
 	at := len(p.ptrs)
-	p.ptrs = append(p.ptrs, kids...)
-	clear(kids) // the stack keeps no tree alive once it is done with
-	p.open = p.open[:mark]
+	p.ptrs = p.ptrs[:at+k]
 	return p.ptrs[at : at+k : at+k]
+}
+
+// closeChildren pops the elements that an array pushed on p.open since mark into a slice of
+// their own. An empty array never gets here.
+func (p *parser) closeChildren(mark int) []*node {
+	elems := p.cut(len(p.open) - mark)
+	copy(elems, p.open[mark:])
+	p.open = p.open[:mark]
+	return elems
+}
+
+// closeMembers is closeChildren for an object, whose members are pushed as key, value pairs: it
+// pops them into a slice of keys and one of values.
+func (p *parser) closeMembers(mark int) (keys, values []*node) {
+	pairs := p.open[mark:]
+	m := len(pairs) / 2
+	both := p.cut(2 * m)
+	keys, values = both[:m:m], both[m:]
+	for i := range m {
+		keys[i], values[i] = pairs[2*i], pairs[2*i+1]
+	}
+	p.open = p.open[:mark]
+	return keys, values
 }
 
 // newNode returns a fresh node holding v, from the current block.
