@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/qinglong/ql3/ceremony"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/gcfloor"
 	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
@@ -97,6 +98,7 @@ func (b *bed) receiptExecs(d digest.Digest) []evidence.Descriptor {
 // time (RUSAGE_SELF, kubectl excluded) as a share of its wall time.
 func BenchmarkApply(b *testing.B) {
 	testcluster.Need(b)
+	defer gcfloor.Set(gcfloor.Default)() // as cmd/ql3 runs an apply
 	bare, ref, full := newBed(b, true, nil), newBed(b, true, nil), newBed(b, true, nil)
 	ctx := context.Background()
 	bareManifest, refManifest := bare.blobFile("manifest"), ref.blobFile("manifest")

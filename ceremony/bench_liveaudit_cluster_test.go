@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qinglong/ql3/ceremony"
+	"github.com/qinglong/ql3/internal/gcfloor"
 	kubectlrun "github.com/qinglong/ql3/internal/kubectl"
 	"github.com/qinglong/ql3/internal/stablefile"
 	"github.com/qinglong/ql3/internal/testbed/testcluster"
@@ -21,6 +22,7 @@ import (
 // docs/rationale.md#4-private-inputs requires before kubectl runs.
 func BenchmarkLiveAudit(b *testing.B) {
 	testcluster.Need(b)
+	defer gcfloor.Set(gcfloor.Default)() // as cmd/ql3 runs a live audit
 	bd := newBed(b, true, nil)
 	_, _, af := bd.mustApply()
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/ql3/deploylog/policy"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/history"
+	"github.com/qinglong/ql3/internal/gcfloor"
 	"github.com/qinglong/ql3/internal/testbed/witnesstest"
 )
 
@@ -128,6 +129,7 @@ func historyFixture(b *testing.B, n int) (*synth, deploylog.KeyVerifier, policy.
 // machine inflates it far less than wall time. The fixture is the documented worst case: every
 // record with its own command record.
 func BenchmarkHistory10k(b *testing.B) {
+	defer gcfloor.Set(gcfloor.Default)() // as cmd/ql3 runs history
 	const n = 10000
 	s, kv, pol := historyFixture(b, n)
 	for _, c := range []struct {

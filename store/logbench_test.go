@@ -13,6 +13,7 @@ import (
 
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/gcfloor"
 )
 
 // BenchmarkPublishLog measures what the log adds to a publication: each iteration publishes one
@@ -187,6 +188,7 @@ func logFixture100k(b *testing.B) (*Store, deploylog.KeyVerifier) {
 // core's work, which load inflates less than wall time). The fixture's files were just written:
 // the first iteration reads them for the first time.
 func BenchmarkLogVerify100k(b *testing.B) {
+	defer gcfloor.Set(gcfloor.Default)() // as cmd/ql3 runs log verify
 	s, kv := logFixture100k(b)
 	c0 := processCPU(b)
 	for b.Loop() {

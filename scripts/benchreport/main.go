@@ -37,6 +37,9 @@ var goals = []goal{
 	{"audit of a 1,000-resource receipt beyond hashing, wall", "BenchmarkAudit1000", "beyond-hash-ns/op", 1e-6, "ms", true, 100},
 	{"audit of a 1,000-resource receipt beyond hashing, process CPU", "BenchmarkAudit1000", "beyond-hash-cpu-ms/op", 1, "ms", true, 100},
 	{"audit of a 1,000-resource receipt, allocations", "BenchmarkAudit1000", "allocs/op", 1, "allocs", true, 0},
+	// The audits above run under the collector's floor that cmd/ql3 sets (internal/gcfloor);
+	// beside them, the same audit under the runtime's default policy.
+	{"the same audit under the runtime's default collector (GOGC=100), process CPU", "BenchmarkAudit1000DefaultGC", "beyond-hash-cpu-ms/op", 1, "ms", true, 0},
 	{"ql3's own CPU per apply beyond two SHA-256 passes over kubectl (hashed in memory)", "BenchmarkApply/interleaved", "ql3-cpu-beyond-hash-ms", 1, "ms", true, 30},
 	// The same, against two passes that also read kubectl from its file, as every pass must.
 	{"ql3's own CPU per apply beyond two passes that read and hash kubectl", "BenchmarkApply/interleaved", "ql3-cpu-beyond-file-passes-ms", 1, "ms", true, 30},
