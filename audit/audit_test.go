@@ -14,6 +14,7 @@ import (
 	"github.com/qinglong/ql3/audit/internal/audittest"
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/refuse"
+	"github.com/qinglong/ql3/store"
 )
 
 // TestCommittedStoresPass: every receipt and preflight report of the committed stores passes, in
@@ -172,6 +173,71 @@ func TestReportShape(t *testing.T) {
 	for _, c := range rep.Checks {
 		if !strings.Contains(string(doc), "`"+strings.TrimPrefix(strings.TrimPrefix(strings.Split(c.Name, "[")[0], "preflight."), "intent.")) {
 			t.Fatalf("docs/audit.md does not document check %s", c.Name)
+		}
+	}
+}
+
+// countingSource is the store, counting its reads: by digest, and by descriptor (a Get by its
+// digest alone).
+type countingSource struct {
+	*store.Store
+	reads  map[digest.Digest]int
+	byDesc map[evidence.Descriptor]int
+}
+
+func (c *countingSource) Get(d digest.Digest) ([]byte, error) {
+	c.reads[d]++
+	c.byDesc[evidence.Descriptor{Digest: d}]++
+	return c.Store.Get(d)
+}
+
+func (c *countingSource) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
+	c.reads[d.Digest]++
+	c.byDesc[d]++
+	return c.Store.GetDescriptor(d)
+}
+
+func (c *countingSource) GetRecord(d evidence.Descriptor) ([]byte, *evidence.Record, error) {
+	c.reads[d.Digest]++
+	c.byDesc[d]++
+	return c.Store.GetRecord(d)
+}
+
+// TestAuditReadsEachObjectOnce: an audit reads (and so re-hashes and parses) each descriptor's
+// object once, and the subject once in all (its schema is read from the parse that is then checked
+// as the record), in each kind of audit and with the receipt.audit command's target check. The
+// same bytes named by two descriptors (the command record is also the command-file blob) are read
+// once for each, as each media type's checks differ.
+func TestAuditReadsEachObjectOnce(t *testing.T) {
+	fx := committed(t)
+	st := audittest.Open(t, fx.Snap.Materialize(t))
+	rc := audittest.Decode[evidence.Receipt](t, st, fx.Roots.Receipt)
+	for _, c := range []struct {
+		name    string
+		subject evidence.Descriptor
+		target  digest.Digest
+	}{
+		{"receipt", fx.Roots.Receipt, ""},
+		{"receipt with its target", fx.Roots.Receipt, rc.Target},
+		{"preflight", fx.Roots.Preflight, ""},
+		{"recovered receipt", fx.Roots.RecoveredReceipt, ""},
+	} {
+		src := &countingSource{Store: st, reads: map[digest.Digest]int{}, byDesc: map[evidence.Descriptor]int{}}
+		rep, err := audit.AuditWith(src, c.subject.Digest, audit.Options{Target: c.target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		audittest.WantPass(t, rep)
+		if n := src.reads[c.subject.Digest]; n != 1 {
+			t.Errorf("%s: the subject was read %d times", c.name, n)
+		}
+		for d, n := range src.byDesc {
+			if n != 1 {
+				t.Errorf("%s: %s (%s) was read %d times", c.name, d.Digest, d.MediaType, n)
+			}
+		}
+		if len(src.reads) != rep.Objects {
+			t.Errorf("%s: %d objects read, the closure has %d", c.name, len(src.reads), rep.Objects)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/opencontainers/go-digest"
@@ -11,29 +10,37 @@ import (
 )
 
 // subjectKind re-hashes the subject and tells a receipt from a preflight report by its schema.
+// The subject is parsed once: the parse that finds its schema is checked as the record that schema
+// names and kept by the memo for the closure walk and every check (a subject that fails that check
+// is left for the closure to read and refuse, with the store's own refusal).
 func (a *auditor) subjectKind(d digest.Digest) (string, string, error) {
 	b, err := a.src.Get(d)
 	if err != nil {
 		return "", "", err
 	}
-	if err := evidence.Validate(b); err != nil {
+	p, err := evidence.Parse(b)
+	if err != nil {
 		return "", "", refuse.Wrap(CodeSubject, err, "object %s is not a json record", d)
 	}
-	var probe struct {
-		Schema string `json:"schema"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
+	if !p.IsObject() {
 		return "", "", refuse.New(CodeSubject, "object %s is not a json object", d)
 	}
-	switch probe.Schema {
+	schema, _ := p.String("schema")
+	var kind, mediaType string
+	switch schema {
 	case evidence.SchemaReceipt:
-		return KindReceipt, evidence.MediaTypeReceipt, nil
+		kind, mediaType = KindReceipt, evidence.MediaTypeReceipt
 	case evidence.SchemaPreflight:
-		return KindPreflight, evidence.MediaTypePreflight, nil
+		kind, mediaType = KindPreflight, evidence.MediaTypePreflight
 	case evidence.SchemaLiveAudit:
-		return KindLiveAudit, evidence.MediaTypeLiveAudit, nil
+		kind, mediaType = KindLiveAudit, evidence.MediaTypeLiveAudit
+	default:
+		return "", "", refuse.New(CodeSubject, "object %s is neither a receipt nor a preflight report", d)
 	}
-	return "", "", refuse.New(CodeSubject, "object %s is neither a receipt nor a preflight report", d)
+	if r, err := p.Record(mediaType); err == nil {
+		a.src.seed(evidence.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}, b, r)
+	}
+	return kind, mediaType, nil
 }
 
 // closure re-hashes every object reachable from root, checks every descriptor's size against
@@ -112,18 +119,12 @@ func (a *auditor) targetOf(root evidence.Descriptor, want digest.Digest) (string
 	if a.report.Kind != KindReceipt {
 		return "", refuse.New(CodeSubject, "a receipt.audit command names %s, which is a %s, not a receipt", root.Digest, a.report.Kind)
 	}
-	b, err := a.src.GetDescriptor(root)
+	r, err := a.src.record(root)
 	if err != nil {
 		return "", err
 	}
-	var probe struct {
-		Target digest.Digest `json:"target"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return "", refuse.New(CodeSubject, "object %s is not a json object", root.Digest)
-	}
-	if probe.Target != want {
-		return "", refuse.New(CodeTarget, "%s %s binds target %s, the audit command names %s", a.report.Kind, root.Digest, probe.Target, want)
+	if target, _ := r.String("target"); digest.Digest(target) != want {
+		return "", refuse.New(CodeTarget, "%s %s binds target %s, the audit command names %s", a.report.Kind, root.Digest, refuse.Ident(target), want)
 	}
 	return fmt.Sprintf("the %s binds the audit command's target %s", a.report.Kind, want), nil
 }

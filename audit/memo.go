@@ -68,6 +68,16 @@ func (m *memo) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
 	return b, err
 }
 
+// seed keeps b, read by Get and re-hashed to d.Digest, and r, its record as ParseRecord would
+// parse it under d.MediaType, as what GetDescriptor and record give for d: the checks
+// GetRecord makes of a descriptor's read are the hash, the size and that record's.
+func (m *memo) seed(d evidence.Descriptor, b []byte, r *evidence.Record) {
+	if int64(len(b)) != d.Size || r == nil || r.MediaType() != d.MediaType {
+		return
+	}
+	m.descs[d], m.records[d] = b, r
+}
+
 // record returns the record d names, read as GetDescriptor reads it and parsed once per audit.
 // d's media type must be a record media type.
 func (m *memo) record(d evidence.Descriptor) (*evidence.Record, error) {

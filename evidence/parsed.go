@@ -24,6 +24,9 @@ type Record struct {
 // MediaType is the record media type the Record was parsed and checked as.
 func (r *Record) MediaType() string { return r.mediaType }
 
+// String returns the value of the record's top-level member name when it is a string.
+func (r *Record) String(name string) (string, bool) { return schemaOf(r.root, name) }
+
 // ParseRecord parses the stored record b of mediaType and makes every check DecodeRecord makes
 // before it decodes into a concrete type, with the refusal DecodeRecord into a map[string]any
 // would give (the same code and message) for bytes that fail.
@@ -32,6 +35,49 @@ func ParseRecord(mediaType string, b []byte) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	return recordOf(root, mediaType)
+}
+
+// Parsed is a JSON document parsed once under Validate's rules. A reader that learns a record's
+// media type from the record itself (the auditor's subject, by its schema member) reads the member
+// and then checks the same parse as that record, instead of parsing the bytes again for each.
+type Parsed struct {
+	root *node
+	lits [][]byte
+	b    []byte
+}
+
+// Parse is Validate that keeps what it parsed: the same checks and refusals.
+func Parse(b []byte) (*Parsed, error) {
+	root, lits, err := parseStrict(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDuplicates(root); err != nil {
+		return nil, err
+	}
+	return &Parsed{root: root, lits: lits, b: b}, nil
+}
+
+// IsObject reports whether the document is a JSON object.
+func (p *Parsed) IsObject() bool { return p.root.kind == kObject }
+
+// String returns the value of the object's member name when it is a string (false when the
+// document is not an object, has no such member, or its value is not a string). Names match
+// exactly, as the record rules read them (never case-insensitively, as encoding/json would).
+func (p *Parsed) String(name string) (string, bool) { return schemaOf(p.root, name) }
+
+// Record is ParseRecord(mediaType, b) of the parsed bytes b: the same checks and refusals, from
+// this parse.
+func (p *Parsed) Record(mediaType string) (*Record, error) {
+	if err := checkCanonical(p.root, p.lits, p.b, "record"); err != nil {
+		return nil, err
+	}
+	return recordOf(p.root, mediaType)
+}
+
+// recordOf is the rest of ParseRecord once root was parsed from canonical bytes.
+func recordOf(root *node, mediaType string) (*Record, error) {
 	want, ok := RecordSchema(mediaType)
 	if !ok {
 		return nil, refuse.New(CodeRecordSchemaMismatch, "media type %q is not a record media type", mediaType)

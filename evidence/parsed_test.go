@@ -24,6 +24,7 @@ func checkParseRecord(t *testing.T, mediaType string, newValue func() any, b []b
 	if (err == nil) != (want == nil) {
 		t.Fatalf("ParseRecord %v, DecodeRecord into a map %v", err, want)
 	}
+	checkParsed(t, mediaType, b, r, err)
 	if err != nil {
 		if refuse.CodeOf(err) != refuse.CodeOf(want) || err.Error() != want.Error() {
 			t.Fatalf("ParseRecord refuses %q, DecodeRecord into a map %q", err, want)
@@ -48,6 +49,50 @@ func checkParseRecord(t *testing.T, mediaType string, newValue func() any, b []b
 	}
 }
 
+// checkParsed holds Parse and Parsed to what they stand for: Parse refuses exactly what Validate
+// refuses, with its code and message; Parsed.Record is ParseRecord (r, err) of the same bytes;
+// IsObject and String read what the generic decoding reads.
+func checkParsed(t *testing.T, mediaType string, b []byte, r *Record, err error) {
+	t.Helper()
+	p, perr := Parse(b)
+	if verr := Validate(b); (perr == nil) != (verr == nil) || (perr != nil && (refuse.CodeOf(perr) != refuse.CodeOf(verr) || perr.Error() != verr.Error())) {
+		t.Fatalf("Parse %v, Validate %v", perr, verr)
+	}
+	if perr != nil {
+		if err == nil {
+			t.Fatalf("Parse refuses %v where ParseRecord accepts", perr)
+		}
+		return
+	}
+	pr, prErr := p.Record(mediaType)
+	if (prErr == nil) != (err == nil) || (err != nil && (refuse.CodeOf(prErr) != refuse.CodeOf(err) || prErr.Error() != err.Error())) {
+		t.Fatalf("Parsed.Record %v, ParseRecord %v", prErr, err)
+	}
+	if err == nil {
+		var m1, m2 map[string]any
+		if e1, e2 := r.Decode(&m1), pr.Decode(&m2); (e1 == nil) != (e2 == nil) || !reflect.DeepEqual(m1, m2) || pr.MediaType() != r.MediaType() {
+			t.Fatalf("Parsed.Record decodes %v %v, ParseRecord's %v %v", m2, e2, m1, e1)
+		}
+	}
+	generic, gerr := DecodeJSON(b)
+	if gerr != nil {
+		t.Fatalf("DecodeJSON refuses what Parse accepts: %v", gerr)
+	}
+	obj, isObj := generic.(map[string]any)
+	if p.IsObject() != isObj {
+		t.Fatalf("IsObject %v, the generic decoding %T", p.IsObject(), generic)
+	}
+	want, wantOK := obj["schema"].(string)
+	if got, ok := p.String("schema"); got != want || ok != wantOK {
+		t.Fatalf("String(schema) %q %v, the generic decoding %q %v", got, ok, want, wantOK)
+	}
+	if err == nil {
+		if got, ok := r.String("schema"); got != want || ok != wantOK {
+			t.Fatalf("Record.String(schema) %q %v, the generic decoding %q %v", got, ok, want, wantOK)
+		}
+	}
+}
+
 func TestParseRecordMatchesDecodeRecord(t *testing.T) {
 	for _, c := range recordCases() {
 		b, err := MarshalRecord(c.value)
@@ -69,6 +114,11 @@ func TestParseRecordMatchesDecodeRecord(t *testing.T) {
 		"array":                `[1]`,
 		"null":                 `null`,
 		"descriptor invalid":   `{"d":{"digest":"sha256:00","mediaType":"x","size":1},"schema":"` + schema(MediaTypeCommand) + `"}`,
+		"schema not a string":  `{"schema":1}`,
+		"schema in other case": `{"Schema":"` + schema(MediaTypeCommand) + `"}`,
+		"duplicate schema":     `{"schema":"` + schema(MediaTypeCommand) + `","schema":"x"}`,
+		"not json":             `{"schema":`,
+		"trailing data":        `{"schema":"` + schema(MediaTypeCommand) + `"} {}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, rt := range fuzzRecordTypes {

@@ -96,14 +96,22 @@ func parseCanonical(b []byte, what string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	canon, err := canonicalTree(root, lits, len(b))
-	if err != nil {
+	if err := checkCanonical(root, lits, b, what); err != nil {
 		return nil, err
 	}
-	if !bytes.Equal(canon, b) {
-		return nil, refuse.New(CodeRecordNotCanonical, "%s of %d bytes is not in rfc 8785 canonical form", what, len(b))
-	}
 	return root, nil
+}
+
+// checkCanonical refuses b, parsed as root and lits, unless it is already in canonical form.
+func checkCanonical(root *node, lits [][]byte, b []byte, what string) error {
+	canon, err := canonicalTree(root, lits, len(b))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(canon, b) {
+		return refuse.New(CodeRecordNotCanonical, "%s of %d bytes is not in rfc 8785 canonical form", what, len(b))
+	}
+	return nil
 }
 
 func decodeTree(root *node, v any) error {
