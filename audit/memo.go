@@ -23,7 +23,8 @@ type memo struct {
 }
 
 // recordSource is a Source whose descriptor read also returns the record its check parsed
-// (*store.Store): the memo keeps that parse instead of making its own.
+// (*store.Store, and the OCI layout that audit --layout reads): the memo keeps that parse
+// instead of making its own.
 type recordSource interface {
 	GetRecord(d evidence.Descriptor) ([]byte, *evidence.Record, error)
 }

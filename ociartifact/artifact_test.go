@@ -1,6 +1,7 @@
 package ociartifact_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -261,6 +262,21 @@ func TestExportLayout(t *testing.T) {
 	ar, err := audit.Audit(l, rc.Digest)
 	if err != nil || !ar.OK {
 		t.Fatalf("audit of the layout: %v %+v", err, ar)
+	}
+	// The auditor reads a layout's records through GetRecord, as the store's: the same bytes as
+	// GetDescriptor, the record parsed as its media type, nil for a blob, the store's codes.
+	b, r, err := l.GetRecord(rc)
+	if want, werr := l.GetDescriptor(rc); err != nil || werr != nil || !bytes.Equal(b, want) || r == nil || r.MediaType() != rc.MediaType {
+		t.Fatalf("GetRecord of the receipt: %v %v %v", err, werr, r)
+	}
+	if _, r, err := l.GetRecord(evidence.Descriptor{MediaType: evidence.MediaTypeOctets, Digest: rc.Digest, Size: rc.Size}); err != nil || r != nil {
+		t.Fatalf("GetRecord of the receipt's bytes as a blob: %v %v", r, err)
+	}
+	if _, _, err := l.GetRecord(evidence.Descriptor{MediaType: rc.MediaType, Digest: rc.Digest, Size: rc.Size + 1}); refuse.CodeOf(err) != store.CodeObjectSize {
+		t.Fatalf("GetRecord with the wrong size: %v", err)
+	}
+	if _, _, err := l.GetRecord(evidence.Descriptor{MediaType: evidence.MediaTypePreflight, Digest: rc.Digest, Size: rc.Size}); refuse.CodeOf(err) != evidence.CodeRecordSchemaMismatch {
+		t.Fatalf("GetRecord as another record type: %v", err)
 	}
 	if _, err := l.Get(c.Referrers[0].Blob.Digest); refuse.CodeOf(err) != store.CodeObjectNotFound {
 		t.Fatalf("bundle served as evidence: %v", err)

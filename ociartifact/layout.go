@@ -496,20 +496,23 @@ func (l *Layout) Get(d digest.Digest) ([]byte, error) {
 // GetDescriptor is Get plus the descriptor's size and, for record media types, canonical form
 // and schema: the checks of store.Store.GetDescriptor, with the same codes.
 func (l *Layout) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
+	b, _, err := l.GetRecord(d)
+	return b, err
+}
+
+// GetRecord is GetDescriptor that also returns, for a record media type, the record as its check
+// parsed it (nil for a blob), as store.Store.GetRecord does: the auditor decodes every check's
+// record from that parse.
+func (l *Layout) GetRecord(d evidence.Descriptor) ([]byte, *evidence.Record, error) {
 	b, err := l.Get(d.Digest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if int64(len(b)) != d.Size {
-		return nil, refuse.New(store.CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
+	r, err := store.CheckDescriptor(d, b)
+	if err != nil {
+		return nil, nil, err
 	}
-	if _, ok := evidence.RecordSchema(d.MediaType); ok {
-		var probe map[string]any
-		if err := evidence.DecodeRecord(d.MediaType, b, &probe); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
+	return b, r, nil
 }
 
 // GetIndex answers from the index derived from the layout's roots (ParseRoot's entries): a

@@ -555,17 +555,25 @@ func (s *Store) GetRecord(d evidence.Descriptor) ([]byte, *evidence.Record, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	if int64(len(b)) != d.Size {
-		return nil, nil, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
-	}
-	if _, ok := evidence.RecordSchema(d.MediaType); !ok {
-		return b, nil, nil
-	}
-	r, err := evidence.ParseRecord(d.MediaType, b)
+	r, err := CheckDescriptor(d, b)
 	if err != nil {
 		return nil, nil, err
 	}
 	return b, r, nil
+}
+
+// CheckDescriptor makes the checks of a descriptor's read on b, the object's bytes already
+// re-hashed to d.Digest: its size and, for a record media type, its canonical form and schema. It
+// returns the record as parsed (nil for a blob). GetRecord makes them on the store's reads, and
+// every other reader of evidence objects (an OCI layout) makes them with the same codes.
+func CheckDescriptor(d evidence.Descriptor, b []byte) (*evidence.Record, error) {
+	if int64(len(b)) != d.Size {
+		return nil, refuse.New(CodeObjectSize, "object %s has %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
+	}
+	if _, ok := evidence.RecordSchema(d.MediaType); !ok {
+		return nil, nil
+	}
+	return evidence.ParseRecord(d.MediaType, b)
 }
 
 func checkKind(kind string) error {

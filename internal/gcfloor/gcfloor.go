@@ -48,11 +48,13 @@ func Set(floor uint64) (undo func()) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	prev := debug.SetGCPercent(percentFor(floor, 0))
+	p := &policy{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	// From the live heap the last cycle left (0 before the first): a Set after the heap has
+	// grown does not multiply it.
+	p.percent = debug.SetGCPercent(percentFor(floor, p.live()))
 	if state != nil {
-		prev = state.percent
+		p.percent = state.percent
 	}
-	p := &policy{floor: floor, percent: prev, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	state = p
 	eachGC(p)
 	return func() {
@@ -63,6 +65,15 @@ func Set(floor uint64) (undo func()) {
 			debug.SetGCPercent(p.percent)
 		}
 	}
+}
+
+// live is the heap the last cycle marked live (0 before the first cycle).
+func (p *policy) live() uint64 {
+	metrics.Read(p.sample)
+	if p.sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return p.sample[0].Value.Uint64()
 }
 
 // percentFor is the GOGC percentage whose next heap goal is about max(floor, 2*live). The
@@ -90,12 +101,7 @@ func eachGC(p *policy) {
 		if state != p {
 			return
 		}
-		metrics.Read(p.sample)
-		var live uint64
-		if p.sample[0].Value.Kind() == metrics.KindUint64 {
-			live = p.sample[0].Value.Uint64()
-		}
-		debug.SetGCPercent(percentFor(p.floor, live))
+		debug.SetGCPercent(percentFor(p.floor, p.live()))
 		runtime.SetFinalizer(new(sentinel), hook)
 	}
 	runtime.SetFinalizer(new(sentinel), hook)

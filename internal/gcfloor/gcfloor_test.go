@@ -129,3 +129,24 @@ func TestGOGCInTheEnvironmentWins(t *testing.T) {
 		t.Errorf("GOGC set: percent %d, want %d unchanged", p, before)
 	}
 }
+
+// TestSetAfterTheHeapGrew: Set reads the live heap the last cycle left, so a process that already
+// holds more than half the floor keeps the default percentage from the start.
+func TestSetAfterTheHeapGrew(t *testing.T) {
+	unsetGOGC(t)
+	before, _ := gcState()
+	live := make([]byte, 80*mib)
+	for i := range live {
+		live[i] = byte(i)
+	}
+	runtime.GC()
+	undo := Set(64 * mib)
+	if p, _ := gcState(); p != 100 {
+		t.Errorf("Set with 80 MiB live: percent %d, want 100", p)
+	}
+	runtime.KeepAlive(live)
+	undo()
+	if p, _ := gcState(); p != before {
+		t.Errorf("after undo: percent %d, want %d", p, before)
+	}
+}
