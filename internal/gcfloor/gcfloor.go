@@ -37,11 +37,11 @@ type policy struct {
 }
 
 // Set makes floor bytes the minimum heap goal of this process and returns the function that
-// restores the percentage in force before (GOGC=100 unless the environment or a caller changed
-// it). With GOGC set in the environment it does nothing: the operator's choice stands. A
-// GOMEMLIMIT, set or not, still bounds the heap: the runtime collects near it whatever the
-// percentage. Set is for a process's main (and for a benchmark that measures a command as its
-// process runs it); a second Set replaces the first.
+// restores the percentage in force before (100 unless a caller changed it). With GOGC set in the
+// environment it does nothing: the operator's choice stands. A GOMEMLIMIT, set or not, still
+// bounds the heap: the runtime collects near it whatever the percentage. Set is for a process's
+// main (and for a benchmark that measures a command as its process runs it); a second Set
+// replaces the first.
 func Set(floor uint64) (undo func()) {
 	if _, ok := os.LookupEnv("GOGC"); ok || floor == 0 {
 		return func() {}
