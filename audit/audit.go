@@ -209,7 +209,7 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 	}
 	a := &auditor{src: newMemo(src), report: &Report{Schema: SchemaReport, Subject: subject, Checks: []Check{},
 		NotChecked: append([]string(nil), notChecked...)}}
-	kind, mediaType, err := a.subjectKind(subject)
+	kind, root, err := a.subjectKind(subject)
 	if err != nil {
 		a.report.Kind = "unknown"
 		a.fail("subject", err)
@@ -217,10 +217,6 @@ func audit(src Source, subject, target digest.Digest) (*Report, error) {
 		return a.report, nil
 	}
 	a.report.Kind = kind
-	root := evidence.Descriptor{MediaType: mediaType, Digest: subject}
-	if b, err := a.src.Get(subject); err == nil {
-		root.Size = int64(len(b))
-	}
 	a.closure(root)
 	if target != "" {
 		a.check("audit command target", func() (string, error) { return a.targetOf(root, target) })

@@ -9,38 +9,40 @@ import (
 	"github.com/qinglong/ql3/refuse"
 )
 
-// subjectKind re-hashes the subject and tells a receipt from a preflight report by its schema.
-// The subject is parsed once: the parse that finds its schema is checked as the record that schema
-// names and kept by the memo for the closure walk and every check (a subject that fails that check
-// is left for the closure to read and refuse, with the store's own refusal).
-func (a *auditor) subjectKind(d digest.Digest) (string, string, error) {
+// subjectKind re-hashes the subject and tells a receipt from a preflight report by its schema; it
+// returns the kind and the subject's descriptor (its media type, digest and size). The subject is
+// parsed once: the parse that finds its schema is checked as the record that schema names and kept
+// by the memo for the closure walk and every check (a subject that fails that check is left for
+// the closure to read and refuse, with the store's own refusal).
+func (a *auditor) subjectKind(d digest.Digest) (string, evidence.Descriptor, error) {
 	b, err := a.src.Get(d)
 	if err != nil {
-		return "", "", err
+		return "", evidence.Descriptor{}, err
 	}
 	p, err := evidence.Parse(b)
 	if err != nil {
-		return "", "", refuse.Wrap(CodeSubject, err, "object %s is not a json record", d)
+		return "", evidence.Descriptor{}, refuse.Wrap(CodeSubject, err, "object %s is not a json record", d)
 	}
 	if !p.IsObject() {
-		return "", "", refuse.New(CodeSubject, "object %s is not a json object", d)
+		return "", evidence.Descriptor{}, refuse.New(CodeSubject, "object %s is not a json object", d)
 	}
 	schema, _ := p.String("schema")
-	var kind, mediaType string
+	root := evidence.Descriptor{Digest: d, Size: int64(len(b))}
+	var kind string
 	switch schema {
 	case evidence.SchemaReceipt:
-		kind, mediaType = KindReceipt, evidence.MediaTypeReceipt
+		kind, root.MediaType = KindReceipt, evidence.MediaTypeReceipt
 	case evidence.SchemaPreflight:
-		kind, mediaType = KindPreflight, evidence.MediaTypePreflight
+		kind, root.MediaType = KindPreflight, evidence.MediaTypePreflight
 	case evidence.SchemaLiveAudit:
-		kind, mediaType = KindLiveAudit, evidence.MediaTypeLiveAudit
+		kind, root.MediaType = KindLiveAudit, evidence.MediaTypeLiveAudit
 	default:
-		return "", "", refuse.New(CodeSubject, "object %s is neither a receipt nor a preflight report", d)
+		return "", evidence.Descriptor{}, refuse.New(CodeSubject, "object %s is neither a receipt nor a preflight report", d)
 	}
-	if r, err := p.Record(mediaType); err == nil {
-		a.src.seed(evidence.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}, b, r)
+	if r, err := p.Record(root.MediaType); err == nil {
+		a.src.seed(root, b, r)
 	}
-	return kind, mediaType, nil
+	return kind, root, nil
 }
 
 // closure re-hashes every object reachable from root, checks every descriptor's size against

@@ -69,13 +69,10 @@ func (m *memo) GetDescriptor(d evidence.Descriptor) ([]byte, error) {
 	return b, err
 }
 
-// seed keeps b, read by Get and re-hashed to d.Digest, and r, its record as ParseRecord would
-// parse it under d.MediaType, as what GetDescriptor and record give for d: the checks
-// GetRecord makes of a descriptor's read are the hash, the size and that record's.
+// seed keeps b and r as what GetDescriptor and record give for d: b read by Get (so re-hashed to
+// d.Digest), d.Size its length, and r its record as ParseRecord parses it under d.MediaType. Those
+// are the checks GetRecord makes of a descriptor's read.
 func (m *memo) seed(d evidence.Descriptor, b []byte, r *evidence.Record) {
-	if int64(len(b)) != d.Size || r == nil || r.MediaType() != d.MediaType {
-		return
-	}
 	m.descs[d], m.records[d] = b, r
 }
 

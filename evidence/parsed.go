@@ -149,14 +149,11 @@ func (r *Record) Descriptors() ([]Descriptor, error) {
 // the decoding, where Validate then encoding/json parse twice; after Validate passed, the two
 // readers agree on every document (no duplicate member, valid UTF-8, no lone surrogate).
 func DecodeJSON(b []byte) (any, error) {
-	root, _, err := parseStrict(b)
+	p, err := Parse(b)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkDuplicates(root); err != nil {
-		return nil, err
-	}
-	return genericJSON(root), nil
+	return genericJSON(p.root), nil
 }
 
 func genericJSON(n *node) any {
