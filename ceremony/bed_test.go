@@ -72,6 +72,8 @@ type bed struct {
 	// stores are further stores the bed's commands used (a benchmark uses one per apply); they
 	// are checked like the bed's own.
 	stores []string
+	// storeBase, when set, is where freshApplyCommand makes its stores (else the bed's Dir).
+	storeBase string
 	// forged are live-audit reports a test rewrote on purpose; the check does not audit them.
 	forged []digest.Digest
 }

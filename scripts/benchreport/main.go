@@ -43,6 +43,11 @@ var goals = []goal{
 	{"ql3's own CPU per apply beyond two SHA-256 passes over kubectl (hashed in memory)", "BenchmarkApply/interleaved", "ql3-cpu-beyond-hash-ms", 1, "ms", true, 30},
 	// The same, against two passes that also read kubectl from its file, as every pass must.
 	{"ql3's own CPU per apply beyond two passes that read and hash kubectl", "BenchmarkApply/interleaved", "ql3-cpu-beyond-file-passes-ms", 1, "ms", true, 30},
+	// Reported beside it, from the same iterations: the same apply into a store on a memory
+	// filesystem, and what the disk's filesystem charged beyond that for the store's files and
+	// fsyncs (docs/testbed.md, "What a file costs here").
+	{"the same, its store on a memory filesystem (tmpfs)", "BenchmarkApply/interleaved", "ql3-cpu-beyond-file-passes-memfs-ms", 1, "ms", true, 0},
+	{"what the store's disk filesystem charged an apply beyond tmpfs", "BenchmarkApply/interleaved", "store-fs-cpu-ms", 1, "ms", true, 0},
 	// The references replay the kubectl calls the ceremony stored; how many is measured, not named.
 	{"kubectl calls of an apply (the reference replays them)", "BenchmarkApply/kubectl-calls", "calls", 1, "calls", true, 0},
 	{"apply / its kubectl calls, interleaved", "BenchmarkApply/interleaved", "ql3-x-calls", 1, "x", true, 1.05},
