@@ -411,13 +411,64 @@ func (sc *scanned) context(d evidence.Descriptor) (string, error) {
 	return ctx, nil
 }
 
+// readContexts sets the kubeconfig context of each job's line from its command record, read once
+// per command, all of them together (store.ViewAll); a job whose command record does not read
+// takes that refusal as its own error. A job already refused is left as it is.
+func (sc *scanned) readContexts(jobs []*job) {
+	var want []evidence.Descriptor
+	seen := map[digest.Digest]bool{}
+	for _, j := range jobs {
+		if d := j.command; j.err == nil && !seen[d.Digest] {
+			seen[d.Digest] = true
+			want = append(want, d)
+		}
+	}
+	ctxs := make([]string, len(want))
+	errs := make([]error, len(want))
+	var ds []digest.Digest
+	var at []int // want's index of each of ds
+	for i, d := range want {
+		if d.MediaType != evidence.MediaTypeCommand {
+			errs[i] = refuse.New(CodeRecordInvalid, "index names %s with media type %s, want %s", d.Digest, refuse.Ident(d.MediaType), evidence.MediaTypeCommand)
+			continue
+		}
+		ds, at = append(ds, d.Digest), append(at, i)
+	}
+	for k, err := range sc.st.ViewAll(ds, func(k int, b []byte) error {
+		var c commandLine
+		if err := sc.decode(want[at[k]], evidence.MediaTypeCommand, b, &c); err != nil {
+			return err
+		}
+		ctxs[at[k]] = c.Kubeconfig.Context
+		return nil
+	}) {
+		errs[at[k]] = err
+	}
+	byDigest := make(map[digest.Digest]int, len(want))
+	for i, d := range want {
+		byDigest[d.Digest] = i
+	}
+	for _, j := range jobs {
+		if j.err != nil {
+			continue
+		}
+		i := byDigest[j.command.Digest]
+		if errs[i] != nil {
+			j.err = errs[i]
+			continue
+		}
+		j.entry.Context = ctxs[i]
+	}
+}
+
 // job is one root record a listing reads.
 type job struct {
 	kind, mediaType string
 	key             digest.Digest // its index entry's key
 	leaf            int64         // the leaf that published it, from the log's check
 	desc            evidence.Descriptor
-	raw             []byte // the record's bytes from the log's check: lent for its call, an intent's copied; nil: read by View
+	raw             []byte              // the record's bytes from the log's check: lent for its call, an intent's copied; nil: read by View
+	command         evidence.Descriptor // the record's command record, whose context the line shows
 	entry           Entry
 	err             error
 }
@@ -488,6 +539,13 @@ func scanStory(st *store.Store, o Options) (*scanned, *logStory, error) {
 		}
 	}
 	readAll(sc, intents)
+	var lines []*job
+	for _, j := range jobs {
+		if j.kind != KindUnfinished || !done[j.key] {
+			lines = append(lines, j)
+		}
+	}
+	sc.readContexts(lines)
 	// The lines are placed by leaf (HistoryWith), so the jobs are not sorted: of the records that
 	// do not read, the one first in the listing's order (kinds, each by key) is named.
 	rank := func(kind string) int {
@@ -564,6 +622,7 @@ func scan(st *store.Store) (*scanned, error) {
 		}
 	}
 	readAll(sc, jobs)
+	sc.readContexts(jobs)
 	sc.entries = make([]Entry, 0, len(jobs))
 	for _, j := range jobs {
 		if j.err != nil {
@@ -622,11 +681,10 @@ func (sc *scanned) read(j *job) error {
 	if err != nil {
 		return err
 	}
-	ctx, err := sc.context(l.Command)
-	if err != nil {
-		return err
-	}
-	j.entry = Entry{Kind: j.kind, Release: l.Lock.ReleaseVersion, ClusterUID: l.ClusterUID, Context: ctx,
+	// The kubeconfig context is read from the command record once every line is read
+	// (readContexts): the command records of a listing are read together.
+	j.command = l.Command
+	j.entry = Entry{Kind: j.kind, Release: l.Lock.ReleaseVersion, ClusterUID: l.ClusterUID,
 		Recovered: l.Recovered, Verdict: verdict, Digest: j.desc.Digest, Command: l.Command.Digest, Time: t.UTC().Format(time.RFC3339), at: t}
 	for _, d := range []evidence.Descriptor{l.Preflight, l.Intent, l.Receipt, l.Previous} {
 		if d.Digest != "" {

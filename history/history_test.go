@@ -33,6 +33,9 @@ type synth struct {
 	planPrev  evidence.Descriptor
 	namespace string
 	claim     string
+	// cmdMediaType, when set, is the media type the next command record is published under
+	// (its descriptor in the records that name it), instead of the command's own.
+	cmdMediaType string
 	// direct is set by a benchmark's fixture (newDirectSynth): records, blobs and index entries
 	// are written as files without fsync, and the log's leaves are kept to be laid out by
 	// writeLog, so that a store of 10,000 publications is built in seconds, not minutes.
@@ -110,7 +113,11 @@ func (s *synth) command(kind, cluster string) evidence.Descriptor {
 	if kind == evidence.CommandLiveAudit {
 		c.Receipt = &d
 	}
-	return s.put(evidence.MediaTypeCommand, c)
+	d2 := s.put(evidence.MediaTypeCommand, c)
+	if s.cmdMediaType != "" {
+		d2.MediaType = s.cmdMediaType
+	}
+	return d2
 }
 
 func lockOf(release string) evidence.LockBinding {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/history"
+	"github.com/qinglong/ql3/internal/uring"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -34,7 +35,9 @@ func mixedStory(s *synth) {
 
 // History from the log (each record handed over by the log's check) lists the same lines as
 // the listing of the indexes (the path of a store without a log), and then orders them by leaf.
-func TestHistoryFromLogSameLines(t *testing.T) {
+func TestHistoryFromLogSameLines(t *testing.T) { readPaths(t, testHistoryFromLogSameLines) }
+
+func testHistoryFromLogSameLines(t *testing.T) {
 	s := newSynth(t)
 	mixedStory(s)
 	before, err := history.History(s.st, history.Filter{})
@@ -75,7 +78,9 @@ func TestHistoryFromLogSameLines(t *testing.T) {
 // or not: when the log verifies (the record hashes to its name: the lines are read from what the
 // log's check handed over) and when it does not (a missing or changed record: the log's finding
 // sends history to the index listing, whose refusal comes first, as before).
-func TestHistoryFromLogRefusals(t *testing.T) {
+func TestHistoryFromLogRefusals(t *testing.T) { readPaths(t, testHistoryFromLogRefusals) }
+
+func testHistoryFromLogRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		logOK     bool // the log verifies: history reads the records the log's check handed over
@@ -119,6 +124,25 @@ func TestHistoryFromLogRefusals(t *testing.T) {
 				s.t.Fatal(err)
 			}
 			removeObject(s, p.Command.Digest)
+		}},
+		{name: "command changed", logOK: true, want: store.CodeObjectCorrupt, corrupt: func(s *synth) {
+			d := s.preflight("3.4.3", "c", 9)
+			var p evidence.Preflight
+			b, _ := s.st.Get(d.Digest)
+			if err := evidence.DecodeRecord(evidence.MediaTypePreflight, b, &p); err != nil {
+				s.t.Fatal(err)
+			}
+			path := filepath.Join(s.st.Root(), "blobs", "sha256", p.Command.Digest.Encoded())
+			_ = os.Chmod(path, 0o600)
+			if err := os.WriteFile(path, []byte(`{"schema":"qinglong/ql3-command@v1"}`), 0o400); err != nil {
+				s.t.Fatal(err)
+			}
+			_ = os.Chmod(path, 0o400)
+		}},
+		{name: "command of another media type", logOK: true, want: history.CodeRecordInvalid, corrupt: func(s *synth) {
+			s.cmdMediaType = evidence.MediaTypePlan
+			s.preflight("3.4.3", "c", 9)
+			s.cmdMediaType = ""
 		}},
 		{name: "record missing", logOK: false, want: store.CodeObjectNotFound, afterLog: true, corrupt: func(s *synth) {
 			removeObject(s, s.pre["3.4.1c"].Digest)
@@ -191,6 +215,10 @@ func removeObject(s *synth, d digest.Digest) {
 // time, and the one the index listing names (receipts, preflights, live audits, intents, each
 // by key), however the log's workers met them.
 func TestHistoryFromLogFirstErrorStable(t *testing.T) {
+	readPaths(t, testHistoryFromLogFirstErrorStable)
+}
+
+func testHistoryFromLogFirstErrorStable(t *testing.T) {
 	s := newSynth(t)
 	for i := range 12 {
 		rel := fmt.Sprintf("3.4.%d", i)
@@ -213,4 +241,27 @@ func TestHistoryFromLogFirstErrorStable(t *testing.T) {
 			t.Fatalf("from the log:\n%v\nwant, as the listing names it:\n%v", err, want)
 		}
 	}
+}
+
+// readPaths runs f on both of the store's bulk read paths: through an io_uring and with one
+// system call per step (store/openbatch.go). The ring's run skips where the kernel refuses
+// io_uring, and fails under CI=true, whose machines have it.
+func readPaths(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	t.Run("ring", func(t *testing.T) {
+		r := uring.Get()
+		if r == nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("io_uring is unavailable under CI")
+			}
+			t.Skip("io_uring is unavailable here: only the plain path runs")
+		}
+		uring.Put(r)
+		f(t)
+	})
+	t.Run("plain", func(t *testing.T) {
+		uring.Disable()
+		defer uring.Enable()
+		f(t)
+	})
 }

@@ -303,7 +303,8 @@ func (s *Store) listAttestations(subject digest.Digest) ([]AttestationEntry, err
 		if err != nil {
 			return nil, refuse.Wrap(CodeIndexCorrupt, err, "attestation index entry %s/%s", subject.Encoded(), name)
 		}
-		d, err := decodeEntry(fd, size, "attestation index entry "+subject.Encoded()+"/"+name)
+		d, err := decodeEntry(plainFile(fd), size, "attestation index entry "+subject.Encoded()+"/"+name)
+		closeRaw(fd)
 		if err != nil {
 			return nil, err
 		}

@@ -64,8 +64,10 @@ func openat(dirfd int, name string, flags int) (int, error) {
 // file grew. A regular file's read returns less than asked only at its end: once the stated size
 // is read (len(buf)-1), a short read is the end, and no second pread(2) is spent to see it (it
 // was: two preads per leaf).
-func preadFull(fd int, buf []byte) (int, error) {
-	n := 0
+func preadFull(fd int, buf []byte) (int, error) { return preadFullFrom(fd, buf, 0) }
+
+// preadFullFrom is preadFull with buf[:n] already read.
+func preadFullFrom(fd int, buf []byte, n int) (int, error) {
 	for n < len(buf) {
 		k, err := preadRaw(fd, buf[n:], int64(n))
 		if err != nil {

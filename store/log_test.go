@@ -317,8 +317,11 @@ func chmodW(t testing.TB, p string) {
 	}
 }
 
-// TestLogAttacks: each tampering is found by log verify with its code, and verify writes nothing.
-func TestLogAttacks(t *testing.T) {
+// TestLogAttacks: each tampering is found by log verify with its code, and verify writes nothing,
+// on both of the bulk readers' paths (readPaths).
+func TestLogAttacks(t *testing.T) { readPaths(t, testLogAttacks) }
+
+func testLogAttacks(t *testing.T) {
 	sg, kv := logKey(t, testOrigin)
 	// The store every attack starts from: 300 intents (a full tile and a right edge), signed;
 	// built once, copied (cp -a) for each attack.
@@ -634,8 +637,10 @@ func TestLogPartialTiles(t *testing.T) {
 
 // VerifyLog's Publication consumer is handed every publication whose entry the check read, once,
 // with the record bytes it read and hashed: none for a leaf whose entry is gone, no bytes for a
-// record that fails its check or that another leaf checks.
-func TestLogVerifyPublication(t *testing.T) {
+// record that fails its check or that another leaf checks. On both read paths.
+func TestLogVerifyPublication(t *testing.T) { readPaths(t, testLogVerifyPublication) }
+
+func testLogVerifyPublication(t *testing.T) {
 	s := newLogStore(t)
 	const N = 40
 	var recs []evidence.Descriptor

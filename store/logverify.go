@@ -258,8 +258,17 @@ func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []boo
 	readErr, parseErr := make([]error, n), make([]error, n)
 	parallelChunks(n, func(lo, hi int64) {
 		var buf [1 + deploylog.MaxLeafSize + 1]byte // 0x00 (RFC 6962's leaf prefix), the leaf, one byte to see it grow
+		var files openedFiles
+		defer files.closeAll()
 		for i := lo; i < hi; i++ {
-			m, err := readLeafInto(l.leaves.fd, i, buf[1:])
+			files.add(l.leaves.fd, leafName(i))
+		}
+		files.openAll()
+		for i := lo; i < hi; i++ {
+			slot := int(i - lo)
+			f, err := files.file(slot)
+			m, err := readLeafFD(f, err, i, buf[1:])
+			files.release(slot)
 			if err != nil {
 				readErr[i] = err
 				continue
@@ -283,22 +292,19 @@ func (s *Store) readLogLeaves(l *logDirs, r *LogReport) ([]deploylog.Leaf, []boo
 	return leaves[:n], parsed[:n], hashes[:n], nil
 }
 
-// readLeafInto reads leaf i of the held log/leaves into buf (MaxLeafSize+1 bytes) under the log's
-// file rules, as readLogFile does, and returns its length.
-func readLeafInto(leaves int, i int64, buf []byte) (int, error) {
-	var name [20]byte
-	putPad20(name[:], i)
-	rel := func() string { return leavesRel + "/" + string(name[:]) }
-	fd, err := openRO(leaves, string(name[:]))
-	if errors.Is(err, unix.ENOENT) {
+// readLeafFD reads leaf i of the held log/leaves, opened as f (or not: openErr), into buf
+// (MaxLeafSize+1 bytes) under the log's file rules, as readLogFile does, and returns its length.
+// It does not close f: its chunk does (openedFiles).
+func readLeafFD(f storeFile, openErr error, i int64, buf []byte) (int, error) {
+	rel := func() string { return leavesRel + "/" + leafName(i) }
+	if errors.Is(openErr, unix.ENOENT) {
 		return 0, refuse.New(CodeObjectNotFound, "%s not found", rel())
 	}
-	if err != nil {
-		return 0, refuse.Wrap(CodeLogFile, err, "open %s", rel())
+	if openErr != nil {
+		return 0, refuse.Wrap(CodeLogFile, openErr, "open %s", rel())
 	}
-	defer closeRaw(fd)
 	var st unix.Stat_t
-	if err := fstatRaw(fd, &st); err != nil {
+	if err := f.fstat(&st); err != nil {
 		return 0, refuse.Wrap(CodeStoreIO, err, "stat %s", rel())
 	}
 	if !statOK(&st, deploylog.MaxLeafSize) {
@@ -307,7 +313,7 @@ func readLeafInto(leaves int, i int64, buf []byte) (int, error) {
 		}
 		return 0, refuse.New(CodeLogFile, "%s has %d bytes, more than %d", rel(), st.Size, deploylog.MaxLeafSize)
 	}
-	m, err := preadFull(fd, buf[:st.Size+1])
+	m, err := f.readFull(buf[:st.Size+1])
 	if err != nil || int64(m) != st.Size {
 		return 0, refuse.New(CodeLogFile, "%s changed while being read", rel())
 	}
@@ -600,14 +606,30 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool, publication
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		parallelChunks(n, func(lo, hi int64) {
+			// The chunk's entries and records are opened together (openedFiles): each leaf's
+			// slots, -1 where it reads no entry or no record.
+			var files openedFiles
+			defer files.closeAll()
+			var slots [2 * chunkSize]int
+			for i := lo; i < hi; i++ {
+				k := 2 * (i - lo)
+				slots[k], slots[k+1] = -1, -1
+				if fd, ok := dirs[leaves[i].Kind]; ok && needEntry[i] {
+					slots[k] = files.add(fd, leaves[i].Key.Encoded())
+				}
+				if c.recordOf[i] == i {
+					slots[k+1] = files.add(s.dirs[dSHA256].fd, leaves[i].Record.Encoded())
+				}
+			}
+			files.openAll()
 			for i := lo; i < hi; i++ {
 				leaf := leaves[i]
-				if needEntry[i] {
-					if fd, ok := dirs[leaf.Kind]; ok {
-						kind := leaf.Kind.IndexKind()
-						d, ok, err := readEntry(fd, kind, leaf.Key)
-						c.entry[i] = entryRead{d: d, ok: ok, err: err}
-					}
+				entrySlot, recordSlot := slots[2*(i-lo)], slots[2*(i-lo)+1]
+				if entrySlot >= 0 {
+					f, err := files.file(entrySlot)
+					d, ok, err := readEntryFD(f, err, leaf.Kind.IndexKind(), leaf.Key)
+					files.release(entrySlot)
+					c.entry[i] = entryRead{d: d, ok: ok, err: err}
 				}
 				publish := func(rec []byte) {
 					if e := c.entry[i]; publication != nil && e.ok {
@@ -624,16 +646,20 @@ func (s *Store) checkEntries(leaves []deploylog.Leaf, parsed []bool, publication
 					// The record is lent to the publication, in View's reused buffer: a
 					// listing decodes it there and keeps nothing of it.
 					lent := false
-					c.recErr[i] = viewObject(s.dirs[dSHA256].fd, leaf.Record, func(b []byte) error {
+					f, err := files.file(recordSlot)
+					c.recErr[i] = viewObjectFD(f, err, leaf.Record, func(b []byte) error {
 						lent = true
 						publish(b)
 						return nil
 					})
+					files.release(recordSlot)
 					if !lent {
 						publish(nil)
 					}
 				default:
-					_, c.recErr[i] = checkObject(s.dirs[dSHA256].fd, leaf.Record)
+					f, err := files.file(recordSlot)
+					_, c.recErr[i] = checkObjectFD(f, err, leaf.Record)
+					files.release(recordSlot)
 					publish(nil)
 				}
 			}
@@ -898,10 +924,13 @@ func parallel(n int64, f func(i int64)) {
 	})
 }
 
-// parallelChunks runs f over 0..n-1 in chunks of 64, on one goroutine per core (at least two:
+// chunkSize is how many indexes parallelChunks hands f at once.
+const chunkSize = 64
+
+// parallelChunks runs f over 0..n-1 in chunks of chunkSize, on one goroutine per core (at least two:
 // the work is mostly system calls, and a core waits on none of them).
 func parallelChunks(n int64, f func(lo, hi int64)) {
-	const chunk = 64
+	const chunk = chunkSize
 	workers := max(runtime.GOMAXPROCS(0), 2)
 	var next atomic.Int64
 	var wg sync.WaitGroup

@@ -409,25 +409,37 @@ func (s *Store) get(d digest.Digest) ([]byte, error) {
 // (thousands of small files) skip os.File's set-up and the poller.
 func openObjectFD(dirfd int, name string, d digest.Digest) (int, int64, error) {
 	fd, err := openRO(dirfd, name)
+	size, err := objectFD(plainFile(fd), err, d)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return -1, 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
+		if fd >= 0 {
+			closeRaw(fd)
 		}
-		if errors.Is(err, unix.ELOOP) {
-			return -1, 0, refuse.New(CodeObjectNotRegular, "object %s is a symlink", d)
-		}
-		return -1, 0, refuse.Wrap(CodeStoreIO, err, "open object %s", d)
-	}
-	var st unix.Stat_t
-	if err := fstatRaw(fd, &st); err != nil {
-		closeRaw(fd)
-		return -1, 0, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
-	}
-	if err := checkObjectStat(&st, d); err != nil {
-		closeRaw(fd)
 		return -1, 0, err
 	}
-	return fd, st.Size, nil
+	return fd, size, nil
+}
+
+// objectFD judges the open of object d that gave f and openErr (openRO's), then checks the
+// file's stat as the object's, and returns its size. It never closes f: its opener does
+// (openObjectFD, or a chunk's batch: openedFiles).
+func objectFD(f storeFile, openErr error, d digest.Digest) (int64, error) {
+	if openErr != nil {
+		if errors.Is(openErr, unix.ENOENT) {
+			return 0, refuse.New(CodeObjectNotFound, "object %s not found", d)
+		}
+		if errors.Is(openErr, unix.ELOOP) {
+			return 0, refuse.New(CodeObjectNotRegular, "object %s is a symlink", d)
+		}
+		return 0, refuse.Wrap(CodeStoreIO, openErr, "open object %s", d)
+	}
+	var st unix.Stat_t
+	if err := f.fstat(&st); err != nil {
+		return 0, refuse.Wrap(CodeStoreIO, err, "stat object %s", d)
+	}
+	if err := checkObjectStat(&st, d); err != nil {
+		return 0, err
+	}
+	return st.Size, nil
 }
 
 // readSized reads the regular file fd, of size bytes by its fstat, and reports a file that is
@@ -480,11 +492,34 @@ var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &
 // said takes one read: a short read past the stated size is its end). It returns the object's
 // size.
 func checkObject(blobs int, d digest.Digest) (int64, error) {
-	fd, size, err := openObjectFD(blobs, d.Encoded(), d)
+	fd, err := openRO(blobs, d.Encoded())
+	if fd >= 0 {
+		defer closeRaw(fd)
+	}
+	return checkObjectFD(plainFile(fd), err, d)
+}
+
+// checkObjectFD is checkObject of the object d opened as f (or not: openErr); it does not close f.
+func checkObjectFD(f storeFile, openErr error, d digest.Digest) (int64, error) {
+	size, err := objectFD(f, openErr, d)
 	if err != nil {
 		return 0, err
 	}
-	defer closeRaw(fd)
+	if b, ok, err := f.ahead(size + 1); ok {
+		// Read ahead by its chunk, size+1 bytes asked as below: one hash of the whole.
+		switch {
+		case err != nil:
+			return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
+		case int64(len(b)) > size:
+			return 0, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
+		case int64(len(b)) < size:
+			return 0, refuse.New(CodeObjectCorrupt, "object %s shrank while being read", d)
+		case !sumIs(sha256.Sum256(b), d.Encoded()):
+			return 0, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
+		}
+		return size, nil
+	}
+	fd := f.fd
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
 	h := sha256.New()
@@ -745,29 +780,37 @@ func (s *Store) getIndex(kind string, key digest.Digest) (evidence.Descriptor, b
 
 // readEntry reads the entry key of kind's index directory, held by dirfd.
 func readEntry(dirfd int, kind string, key digest.Digest) (evidence.Descriptor, bool, error) {
+	fd, err := openRO(dirfd, key.Encoded())
+	if fd >= 0 {
+		defer closeRaw(fd)
+	}
+	return readEntryFD(plainFile(fd), err, kind, key)
+}
+
+// readEntryFD is readEntry of the entry opened as f (or not: openErr); it does not close f.
+func readEntryFD(f storeFile, openErr error, kind string, key digest.Digest) (evidence.Descriptor, bool, error) {
 	// An entry is held to an object's file rules (no symlink, regular, 0400, owner, one link),
 	// so that it cannot be swapped for a file outside the store or another writer's file.
-	fd, size, err := openObjectFD(dirfd, key.Encoded(), key)
+	size, err := objectFD(f, openErr, key)
 	if refuse.CodeOf(err) == CodeObjectNotFound {
 		return evidence.Descriptor{}, false, nil
 	}
 	if err != nil {
 		return evidence.Descriptor{}, false, refuse.Wrap(CodeIndexCorrupt, err, "index %s entry %s", kind, key)
 	}
-	d, err := decodeEntry(fd, size, "index "+kind+" entry "+string(key))
+	d, err := decodeEntry(f, size, "index "+kind+" entry "+string(key))
 	return d, err == nil, err
 }
 
 // decodeEntry reads one index entry of size bytes, opened under the object file rules, and
-// decodes its canonical descriptor; it closes fd.
-func decodeEntry(fd int, size int64, what string) (evidence.Descriptor, error) {
-	defer closeRaw(fd)
+// decodes its canonical descriptor. Its caller closes f.
+func decodeEntry(f storeFile, size int64, what string) (evidence.Descriptor, error) {
 	if size > maxIndexEntry {
 		return evidence.Descriptor{}, refuse.New(CodeIndexCorrupt, "%s is larger than %d bytes", what, maxIndexEntry)
 	}
 	// One pread (preadFull), as readSized would, without the scheduler's hand-off.
 	buf := make([]byte, size+1)
-	m, err := preadFull(fd, buf)
+	m, err := f.readFull(buf)
 	switch {
 	case err != nil:
 		return evidence.Descriptor{}, refuse.Wrap(CodeStoreIO, err, "read %s", what)
