@@ -112,6 +112,17 @@ func TestOpenMatchesOpenat(t *testing.T) {
 	Put(r)
 }
 
+// TestRingCloseOnExec: a ring's descriptor is not inherited by kubectl or any other program ql3
+// runs.
+func TestRingCloseOnExec(t *testing.T) {
+	r := ring(t)
+	defer Put(r)
+	fl, err := unix.FcntlInt(uintptr(r.fd), unix.F_GETFD, 0)
+	if err != nil || fl&unix.FD_CLOEXEC == 0 {
+		t.Fatalf("ring descriptor flags %#x, %v: not close-on-exec", fl, err)
+	}
+}
+
 // TestGetDisabled: a disabled package hands out no ring, so its callers take the plain path.
 func TestGetDisabled(t *testing.T) {
 	Disable()
