@@ -12,7 +12,7 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/history"
-	"github.com/qinglong/ql3/internal/uring"
+	"github.com/qinglong/ql3/internal/uring/uringtest"
 	"github.com/qinglong/ql3/refuse"
 	"github.com/qinglong/ql3/store"
 )
@@ -35,7 +35,7 @@ func mixedStory(s *synth) {
 
 // History from the log (each record handed over by the log's check) lists the same lines as
 // the listing of the indexes (the path of a store without a log), and then orders them by leaf.
-func TestHistoryFromLogSameLines(t *testing.T) { readPaths(t, testHistoryFromLogSameLines) }
+func TestHistoryFromLogSameLines(t *testing.T) { uringtest.BothPaths(t, testHistoryFromLogSameLines) }
 
 func testHistoryFromLogSameLines(t *testing.T) {
 	s := newSynth(t)
@@ -78,7 +78,7 @@ func testHistoryFromLogSameLines(t *testing.T) {
 // or not: when the log verifies (the record hashes to its name: the lines are read from what the
 // log's check handed over) and when it does not (a missing or changed record: the log's finding
 // sends history to the index listing, whose refusal comes first, as before).
-func TestHistoryFromLogRefusals(t *testing.T) { readPaths(t, testHistoryFromLogRefusals) }
+func TestHistoryFromLogRefusals(t *testing.T) { uringtest.BothPaths(t, testHistoryFromLogRefusals) }
 
 func testHistoryFromLogRefusals(t *testing.T) {
 	for _, c := range []struct {
@@ -215,7 +215,7 @@ func removeObject(s *synth, d digest.Digest) {
 // time, and the one the index listing names (receipts, preflights, live audits, intents, each
 // by key), however the log's workers met them.
 func TestHistoryFromLogFirstErrorStable(t *testing.T) {
-	readPaths(t, testHistoryFromLogFirstErrorStable)
+	uringtest.BothPaths(t, testHistoryFromLogFirstErrorStable)
 }
 
 func testHistoryFromLogFirstErrorStable(t *testing.T) {
@@ -241,27 +241,4 @@ func testHistoryFromLogFirstErrorStable(t *testing.T) {
 			t.Fatalf("from the log:\n%v\nwant, as the listing names it:\n%v", err, want)
 		}
 	}
-}
-
-// readPaths runs f on both of the store's bulk read paths: through an io_uring and with one
-// system call per step (store/openbatch.go). The ring's run skips where the kernel refuses
-// io_uring, and fails under CI=true, whose machines have it.
-func readPaths(t *testing.T, f func(t *testing.T)) {
-	t.Helper()
-	t.Run("ring", func(t *testing.T) {
-		r := uring.Get()
-		if r == nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("io_uring is unavailable under CI")
-			}
-			t.Skip("io_uring is unavailable here: only the plain path runs")
-		}
-		uring.Put(r)
-		f(t)
-	})
-	t.Run("plain", func(t *testing.T) {
-		uring.Disable()
-		defer uring.Enable()
-		f(t)
-	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/qinglong/ql3/deploylog"
 	"github.com/qinglong/ql3/evidence"
+	"github.com/qinglong/ql3/internal/uring/uringtest"
 	"github.com/qinglong/ql3/refuse"
 )
 
@@ -318,8 +319,8 @@ func chmodW(t testing.TB, p string) {
 }
 
 // TestLogAttacks: each tampering is found by log verify with its code, and verify writes nothing,
-// on both of the bulk readers' paths (readPaths).
-func TestLogAttacks(t *testing.T) { readPaths(t, testLogAttacks) }
+// on both of the bulk readers' paths (uringtest.BothPaths).
+func TestLogAttacks(t *testing.T) { uringtest.BothPaths(t, testLogAttacks) }
 
 func testLogAttacks(t *testing.T) {
 	sg, kv := logKey(t, testOrigin)
@@ -638,7 +639,7 @@ func TestLogPartialTiles(t *testing.T) {
 // VerifyLog's Publication consumer is handed every publication whose entry the check read, once,
 // with the record bytes it read and hashed: none for a leaf whose entry is gone, no bytes for a
 // record that fails its check or that another leaf checks. On both read paths.
-func TestLogVerifyPublication(t *testing.T) { readPaths(t, testLogVerifyPublication) }
+func TestLogVerifyPublication(t *testing.T) { uringtest.BothPaths(t, testLogVerifyPublication) }
 
 func testLogVerifyPublication(t *testing.T) {
 	s := newLogStore(t)

@@ -13,36 +13,9 @@ import (
 
 	"github.com/qinglong/ql3/evidence"
 	"github.com/qinglong/ql3/internal/uring"
+	"github.com/qinglong/ql3/internal/uring/uringtest"
 	"github.com/qinglong/ql3/refuse"
 )
-
-// readPaths runs f on both of the bulk readers' paths: through an io_uring (openedFiles with a
-// ring) and with one system call per step (uring disabled). The ring's run skips where the
-// kernel refuses io_uring, and fails under CI=true, whose machines have it.
-func readPaths(t *testing.T, f func(t *testing.T)) {
-	t.Helper()
-	t.Run("ring", func(t *testing.T) {
-		requireRing(t)
-		f(t)
-	})
-	t.Run("plain", func(t *testing.T) {
-		uring.Disable()
-		defer uring.Enable()
-		f(t)
-	})
-}
-
-func requireRing(t *testing.T) {
-	t.Helper()
-	r := uring.Get()
-	if r == nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("io_uring is unavailable under CI")
-		}
-		t.Skip("io_uring is unavailable here: only the plain path runs")
-	}
-	uring.Put(r)
-}
 
 // judged is what one judge made of a file: its code and what it read.
 type judged struct {
@@ -139,7 +112,7 @@ func TestOpenedFilesJudgeAsPlain(t *testing.T) {
 	}
 	defer unix.Close(dirfd)
 	var got [2]map[string][4]judged
-	requireRing(t) // its ring is kept for the process's life: opened before the count
+	uringtest.Require(t) // its ring is kept for the process's life: opened before the count
 	fds := openFDs(t)
 	var ahead [2]int
 	got[0], ahead[0] = judgeAll(t, dirfd, names)
@@ -178,7 +151,7 @@ func TestOpenedFilesJudgeAsPlain(t *testing.T) {
 // TestViewAll: ViewAll hands each object exactly what View does, and refuses each with View's
 // code, over more objects than a chunk (so that the workers share them), on both read paths.
 func TestViewAll(t *testing.T) {
-	readPaths(t, func(t *testing.T) {
+	uringtest.BothPaths(t, func(t *testing.T) {
 		s := newStore(t)
 		var ds []digest.Digest
 		for i := range 3*chunkSize + 5 {
