@@ -416,43 +416,41 @@ func (sc *scanned) context(d evidence.Descriptor) (string, error) {
 // takes that refusal as its own error. A job already refused is left as it is.
 func (sc *scanned) readContexts(jobs []*job) {
 	var want []evidence.Descriptor
-	seen := map[digest.Digest]bool{}
+	at := map[digest.Digest]int{} // want's index of each command
 	for _, j := range jobs {
-		if d := j.command; j.err == nil && !seen[d.Digest] {
-			seen[d.Digest] = true
-			want = append(want, d)
+		if d := j.command; j.err == nil {
+			if _, ok := at[d.Digest]; !ok {
+				at[d.Digest] = len(want)
+				want = append(want, d)
+			}
 		}
 	}
 	ctxs := make([]string, len(want))
 	errs := make([]error, len(want))
 	var ds []digest.Digest
-	var at []int // want's index of each of ds
+	var of []int // want's index of each of ds
 	for i, d := range want {
 		if d.MediaType != evidence.MediaTypeCommand {
 			errs[i] = refuse.New(CodeRecordInvalid, "index names %s with media type %s, want %s", d.Digest, refuse.Ident(d.MediaType), evidence.MediaTypeCommand)
 			continue
 		}
-		ds, at = append(ds, d.Digest), append(at, i)
+		ds, of = append(ds, d.Digest), append(of, i)
 	}
 	for k, err := range sc.st.ViewAll(ds, func(k int, b []byte) error {
 		var c commandLine
-		if err := sc.decode(want[at[k]], evidence.MediaTypeCommand, b, &c); err != nil {
+		if err := sc.decode(want[of[k]], evidence.MediaTypeCommand, b, &c); err != nil {
 			return err
 		}
-		ctxs[at[k]] = c.Kubeconfig.Context
+		ctxs[of[k]] = c.Kubeconfig.Context
 		return nil
 	}) {
-		errs[at[k]] = err
-	}
-	byDigest := make(map[digest.Digest]int, len(want))
-	for i, d := range want {
-		byDigest[d.Digest] = i
+		errs[of[k]] = err
 	}
 	for _, j := range jobs {
 		if j.err != nil {
 			continue
 		}
-		i := byDigest[j.command.Digest]
+		i := at[j.command.Digest]
 		if errs[i] != nil {
 			j.err = errs[i]
 			continue

@@ -91,7 +91,7 @@ func testHistoryFromLogRefusals(t *testing.T) {
 	}{
 		{name: "receipt not a record", logOK: true, want: history.CodeRecordInvalid, corrupt: func(s *synth) {
 			in, _ := s.apply("3.4.1", "c", 1, false, false)
-			s.index(evidence.IndexReceipts, intentCommand(s, in), s.blob(evidence.MediaTypeReceipt, `{"schema":`))
+			s.index(evidence.IndexReceipts, recordCommand(s, in), s.blob(evidence.MediaTypeReceipt, `{"schema":`))
 		}},
 		{name: "live audit of another media type", logOK: true, want: history.CodeRecordInvalid, corrupt: func(s *synth) {
 			d := s.blob(evidence.MediaTypePlan, `{}`)
@@ -117,27 +117,10 @@ func testHistoryFromLogRefusals(t *testing.T) {
 			s.index(evidence.IndexLiveAudits, d.Digest, d)
 		}},
 		{name: "command missing", logOK: true, want: store.CodeObjectNotFound, corrupt: func(s *synth) {
-			d := s.preflight("3.4.3", "c", 9)
-			var p evidence.Preflight
-			b, _ := s.st.Get(d.Digest)
-			if err := evidence.DecodeRecord(evidence.MediaTypePreflight, b, &p); err != nil {
-				s.t.Fatal(err)
-			}
-			removeObject(s, p.Command.Digest)
+			removeObject(s, recordCommand(s, s.preflight("3.4.3", "c", 9)))
 		}},
 		{name: "command changed", logOK: true, want: store.CodeObjectCorrupt, corrupt: func(s *synth) {
-			d := s.preflight("3.4.3", "c", 9)
-			var p evidence.Preflight
-			b, _ := s.st.Get(d.Digest)
-			if err := evidence.DecodeRecord(evidence.MediaTypePreflight, b, &p); err != nil {
-				s.t.Fatal(err)
-			}
-			path := filepath.Join(s.st.Root(), "blobs", "sha256", p.Command.Digest.Encoded())
-			_ = os.Chmod(path, 0o600)
-			if err := os.WriteFile(path, []byte(`{"schema":"qinglong/ql3-command@v1"}`), 0o400); err != nil {
-				s.t.Fatal(err)
-			}
-			_ = os.Chmod(path, 0o400)
+			rewriteObject(s, recordCommand(s, s.preflight("3.4.3", "c", 9)), func([]byte) []byte { return []byte(`{"schema":"qinglong/ql3-command@v1"}`) })
 		}},
 		{name: "command of another media type", logOK: true, want: history.CodeRecordInvalid, corrupt: func(s *synth) {
 			s.cmdMediaType = evidence.MediaTypePlan
@@ -148,16 +131,7 @@ func testHistoryFromLogRefusals(t *testing.T) {
 			removeObject(s, s.pre["3.4.1c"].Digest)
 		}},
 		{name: "record changed", logOK: false, want: store.CodeObjectCorrupt, afterLog: true, corrupt: func(s *synth) {
-			p := filepath.Join(s.st.Root(), "blobs", "sha256", s.pre["3.4.1c"].Digest.Encoded())
-			raw, err := os.ReadFile(p)
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			_ = os.Chmod(p, 0o600)
-			if err := os.WriteFile(p, bytes.Replace(raw, []byte("3.4.1"), []byte("3.4.9"), 1), 0o400); err != nil {
-				s.t.Fatal(err)
-			}
-			_ = os.Chmod(p, 0o400)
+			rewriteObject(s, s.pre["3.4.1c"].Digest, func(raw []byte) []byte { return bytes.Replace(raw, []byte("3.4.1"), []byte("3.4.9"), 1) })
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -191,17 +165,46 @@ func testHistoryFromLogRefusals(t *testing.T) {
 	}
 }
 
-func intentCommand(s *synth, in evidence.Descriptor) digest.Digest {
+// recordCommand is the command record that the intent or preflight d names.
+func recordCommand(s *synth, d evidence.Descriptor) digest.Digest {
 	s.t.Helper()
-	b, err := s.st.Get(in.Digest)
+	b, err := s.st.Get(d.Digest)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var i evidence.Intent
-	if err := evidence.DecodeRecord(evidence.MediaTypeIntent, b, &i); err != nil {
+	var c evidence.Descriptor
+	switch d.MediaType {
+	case evidence.MediaTypeIntent:
+		var i evidence.Intent
+		err = evidence.DecodeRecord(d.MediaType, b, &i)
+		c = i.Command
+	case evidence.MediaTypePreflight:
+		var p evidence.Preflight
+		err = evidence.DecodeRecord(d.MediaType, b, &p)
+		c = p.Command
+	default:
+		s.t.Fatalf("%s names no command", d.MediaType)
+	}
+	if err != nil {
 		s.t.Fatal(err)
 	}
-	return i.Command.Digest
+	return c.Digest
+}
+
+// rewriteObject replaces the content of the object d in place by edit's result, as a writer with
+// the store's permissions could.
+func rewriteObject(s *synth, d digest.Digest, edit func([]byte) []byte) {
+	s.t.Helper()
+	p := filepath.Join(s.st.Root(), "blobs", "sha256", d.Encoded())
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	_ = os.Chmod(p, 0o600)
+	if err := os.WriteFile(p, edit(raw), 0o400); err != nil {
+		s.t.Fatal(err)
+	}
+	_ = os.Chmod(p, 0o400)
 }
 
 func removeObject(s *synth, d digest.Digest) {
@@ -224,7 +227,7 @@ func testHistoryFromLogFirstErrorStable(t *testing.T) {
 		rel := fmt.Sprintf("3.4.%d", i)
 		s.preflight(rel, "c", 2*i)
 		in, _ := s.apply(rel, "c", 2*i+1, false, false)
-		s.index(evidence.IndexReceipts, intentCommand(s, in), s.blob(evidence.MediaTypeReceipt, fmt.Sprintf(`{"schema":%d`, i)))
+		s.index(evidence.IndexReceipts, recordCommand(s, in), s.blob(evidence.MediaTypeReceipt, fmt.Sprintf(`{"schema":%d`, i)))
 		d := s.blob(evidence.MediaTypeLiveAudit, fmt.Sprintf(`{"schema":"%d"}`, i))
 		s.index(evidence.IndexLiveAudits, d.Digest, d)
 	}

@@ -930,18 +930,17 @@ const chunkSize = 64
 // parallelChunks runs f over 0..n-1 in chunks of chunkSize, on one goroutine per core (at least two:
 // the work is mostly system calls, and a core waits on none of them).
 func parallelChunks(n int64, f func(lo, hi int64)) {
-	const chunk = chunkSize
 	workers := max(runtime.GOMAXPROCS(0), 2)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
 			for {
-				lo := next.Add(chunk) - chunk
+				lo := next.Add(chunkSize) - chunkSize
 				if lo >= n {
 					return
 				}
-				f(lo, min(lo+chunk, n))
+				f(lo, min(lo+chunkSize, n))
 			}
 		})
 	}

@@ -121,16 +121,19 @@ func (o *openedFiles) openAll() {
 	o.statOK = make([]bool, len(o.names))
 	o.bufs = make([][]byte, len(o.names))
 	o.ns = make([]int, len(o.names))
+	// Each file read ahead is given size+1 bytes of one arena; ns holds that length until the
+	// read replaces it with the read's result. Regular files only (uring.Read's contract): a FIFO
+	// or a device is never read ahead, and its judge refuses it before any read, as on the plain
+	// path.
 	total := 0
 	for i, fd := range o.fds {
 		if fd < 0 || fstatRaw(fd, &o.stats[i]) != nil {
 			continue
 		}
 		o.statOK[i] = true
-		// Regular files only (uring.Read's contract): a FIFO or a device is never read ahead,
-		// and its judge refuses it before any read, as on the plain path.
 		if st := &o.stats[i]; st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size >= 0 && st.Size <= maxPrefetch {
-			total += int(st.Size) + 1
+			o.ns[i] = int(st.Size) + 1
+			total += o.ns[i]
 		}
 	}
 	o.arena = prefetchArenas.Get().(*[]byte)
@@ -138,9 +141,9 @@ func (o *openedFiles) openAll() {
 		*o.arena = make([]byte, total)
 	}
 	a := (*o.arena)[:total]
-	for i := range o.fds {
-		if st := &o.stats[i]; o.statOK[i] && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size >= 0 && st.Size <= maxPrefetch {
-			o.bufs[i], a = a[:st.Size+1:st.Size+1], a[st.Size+1:]
+	for i, k := range o.ns {
+		if k > 0 {
+			o.bufs[i], a = a[:k:k], a[k:]
 		}
 	}
 	if err := o.ring.Read(o.fds, o.bufs, o.ns); err != nil {

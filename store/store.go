@@ -505,30 +505,43 @@ func checkObjectFD(f storeFile, openErr error, d digest.Digest) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Read ahead whole by its chunk (size+1 bytes asked, as hashFile reads), or streamed through
+	// the hash.
+	var n int64
+	var sum [sha256.Size]byte
 	if b, ok, err := f.ahead(size + 1); ok {
-		// Read ahead by its chunk, size+1 bytes asked as below: one hash of the whole.
-		switch {
-		case err != nil:
+		if err != nil {
 			return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
-		case int64(len(b)) > size:
-			return 0, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
-		case int64(len(b)) < size:
-			return 0, refuse.New(CodeObjectCorrupt, "object %s shrank while being read", d)
-		case !sumIs(sha256.Sum256(b), d.Encoded()):
-			return 0, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
 		}
-		return size, nil
+		n, sum = int64(len(b)), sha256.Sum256(b)
+	} else if n, sum, err = hashFile(f.fd, size); err != nil {
+		return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
 	}
-	fd := f.fd
+	switch {
+	case n > size:
+		return 0, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
+	case n < size:
+		return 0, refuse.New(CodeObjectCorrupt, "object %s shrank while being read", d)
+	case !sumIs(sum, d.Encoded()):
+		return 0, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
+	}
+	return size, nil
+}
+
+// hashFile streams at most size+1 bytes of fd from offset 0 through SHA-256, in the pooled
+// hash buffers, and returns how many it read and their sum (a file that ends where its fstat
+// said takes one read per buffer: a short read past size is its end).
+func hashFile(fd int, size int64) (int64, [sha256.Size]byte, error) {
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
 	h := sha256.New()
 	var n int64
+	var sum [sha256.Size]byte
 	for n <= size {
 		chunk := (*buf)[:min(int64(len(*buf)), size+1-n)]
 		k, err := preadRaw(fd, chunk, n)
 		if err != nil {
-			return 0, refuse.Wrap(CodeObjectCorrupt, err, "read object %s", d)
+			return n, sum, err
 		}
 		if k == 0 {
 			break
@@ -539,16 +552,7 @@ func checkObjectFD(f storeFile, openErr error, d digest.Digest) (int64, error) {
 			break
 		}
 	}
-	var sum [sha256.Size]byte
-	switch {
-	case n > size:
-		return 0, refuse.New(CodeObjectCorrupt, "object %s grew while being read", d)
-	case n < size:
-		return 0, refuse.New(CodeObjectCorrupt, "object %s shrank while being read", d)
-	case !sumIs([sha256.Size]byte(h.Sum(sum[:0])), d.Encoded()):
-		return 0, refuse.New(CodeObjectCorrupt, "object %s does not hash to its name", d)
-	}
-	return size, nil
+	return n, [sha256.Size]byte(h.Sum(sum[:0])), nil
 }
 
 // processUID is the process's uid, read once: checkObjectStat runs for every object a listing

@@ -12,9 +12,9 @@
 // buffers passed are on the heap. A ring that fails mid-call is never used again, and the
 // buffers it was given are kept reachable for good (Read).
 //
-// A kernel without io_uring, or one that refuses it (io_uring_disabled, a seccomp filter, an
-// old kernel without IORING_OP_OPENAT or IORING_OP_CLOSE), is no error: Get returns nil and the
-// caller makes the plain system calls.
+// A kernel without io_uring, or one that refuses it (io_uring_disabled, a seccomp filter, a
+// kernel before 5.10, without the restrictions newRing sets or the operations it probes), is no
+// error: Get returns nil and the caller makes the plain system calls.
 package uring
 
 import (
@@ -251,9 +251,9 @@ func (r *Ring) probe() error {
 // Open opens each names[i] relative to dirfds[i] with flags (the flags openat(2) takes, mode 0:
 // never O_CREAT) and sets fds[i] to the new descriptor or to -errno (-ENAMETOOLONG for a name
 // longer than MaxName, -ENOENT for an empty one, -EINVAL for one with a NUL byte, without
-// asking the kernel). It makes one
-// io_uring_enter(2) per Entries names. It fails only when the ring does: the requests' outcome
-// is then unknown (a descriptor it opened may be leaked), and the caller opens the names itself.
+// asking the kernel). It makes one io_uring_enter(2) per Entries names. It fails only when the
+// ring does: the requests' outcome is then unknown (a descriptor it opened may be leaked), and
+// the caller opens the names itself.
 func (r *Ring) Open(dirfds []int, names []string, flags int, fds []int) error {
 	for lo := 0; lo < len(names); {
 		n := 0
@@ -346,8 +346,8 @@ var abandoned struct {
 	bufs [][][]byte
 }
 
-// next returns the next free submission entry, zeroed, and queues it (Open and CloseAll queue
-// at most Entries before submitting them).
+// next returns the next free submission entry, zeroed, and queues it (Open, Read and CloseAll
+// queue at most Entries before submitting them).
 func (r *Ring) next() *sqe {
 	t := *r.sqTail // only this goroutine writes the tail
 	i := t & *r.sqMask
