@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(killedRunEnv) != "" {
 		killedRunChild() // never returns
 	}
+	if os.Getenv(exitChildEnv) != "" {
+		exitChild() // never returns
+	}
 	root, err := os.MkdirTemp("", "ql3-kubectl-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
