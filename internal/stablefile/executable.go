@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -140,7 +138,12 @@ func checkExecutable(path string, st *unix.Stat_t) error {
 func (e *Executable) hash() (digest.Digest, error) {
 	h := sha256.New()
 	buf := hashBuffers.Get().(*[hashBuffer]byte)
-	n, err := io.CopyBuffer(h, io.NewSectionReader(e.f, 0, math.MaxInt64), buf[:])
+	var n int64
+	rc, err := e.f.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { n, err = hashFD(int(fd), h, buf[:]) })
+		err = errors.Join(err, cerr)
+	}
 	hashBuffers.Put(buf)
 	if err != nil {
 		return "", refuse.Wrap(CodeIO, err, "kubectl %s cannot be read", e.path)
