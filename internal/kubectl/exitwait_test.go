@@ -3,6 +3,7 @@ package kubectl
 import (
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -76,7 +77,20 @@ func TestExitWaiter(t *testing.T) {
 					done := make(chan error, 1)
 					go func() { done <- wait() }()
 					if c.kill {
-						time.Sleep(50 * time.Millisecond)
+						// What the pidfd is for: no thread sits in waitid while the child runs.
+						// waitid's path shows one within 10 s; the pidfd's must show none for
+						// 300 ms, long enough for its goroutine to have reached any waitid.
+						seen, watch := 0, 10*time.Second
+						if path == "pidfd" {
+							watch = 300 * time.Millisecond
+						}
+						for end := time.Now().Add(watch); time.Now().Before(end) && seen == 0; {
+							time.Sleep(5 * time.Millisecond)
+							seen = threadsInWaitid(t)
+						}
+						if want := map[string]int{"pidfd": 0, "waitid": 1}[path]; seen != want {
+							t.Errorf("%d threads seen blocked in waitid during the wait, want %d", seen, want)
+						}
 						if err := p.Signal(syscall.SIGKILL); err != nil {
 							t.Fatal(err)
 						}
@@ -120,4 +134,25 @@ func openDescriptors(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// threadsInWaitid counts this process's threads blocked in waitid(2), by /proc/self/task/*/syscall
+// (its first field is the number of the system call a blocked thread is in).
+func threadsInWaitid(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/syscall")
+		if err != nil {
+			continue // the thread is gone
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 && f[0] == strconv.Itoa(unix.SYS_WAITID) {
+			n++
+		}
+	}
+	return n
 }
