@@ -39,7 +39,7 @@ func startExitChild(t *testing.T, ms int) *os.Process {
 	return p
 }
 
-// TestExitWaiter: exitWaiter returns once the child has exited, and leaves it unreaped, on the
+// TestExitWaiter: waitExit returns once the child has exited, and leaves it unreaped, on the
 // pidfd path and on waitExited's, for a child that exits by itself, one that is killed while
 // waited for, and one that had exited before the wait began; and the pidfd is closed after.
 func TestExitWaiter(t *testing.T) {
@@ -73,9 +73,8 @@ func TestExitWaiter(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					wait := exitWaiter(p.Pid)
 					done := make(chan error, 1)
-					go func() { done <- wait() }()
+					go func() { done <- waitExit(p.Pid) }()
 					if c.kill {
 						// What the pidfd is for: no thread sits in waitid while the child runs.
 						// waitid's path shows one within 10 s; the pidfd's must show none for

@@ -95,29 +95,25 @@ func waitExited(pid int) error {
 // pidfdOpen is unix.PidfdOpen; the tests replace it to take waitExited's path.
 var pidfdOpen = unix.PidfdOpen
 
-// exitWaiter returns a function that waits as waitExited does, but parked in the runtime's poller
-// on a pidfd of pid (readable once pid has exited) rather than blocked in waitid(2). A thread
-// blocked in a system call for more than 10 ms makes the runtime's monitor thread take its P
-// and then poll every 20 µs for a while; on a VM where each of its sleeps costs tens of µs that
-// was about 1 ms of ql3's CPU per kubectl run. Where pidfds cannot be opened or polled (a kernel
-// before 5.3, a seccomp filter) it falls back to waitExited. pid must not have been reaped.
-func exitWaiter(pid int) func() error {
+// waitExit waits as waitExited does, but parked in the runtime's poller on a pidfd of pid
+// (readable once pid has exited) rather than blocked in waitid(2). A thread blocked in a system
+// call for more than 10 ms makes the runtime's monitor thread take its P and then poll every
+// 20 µs for a while; on a VM where each of its sleeps costs tens of µs that was about 1 ms of
+// ql3's CPU per kubectl run. Where pidfds cannot be opened or polled (a kernel before 5.3, a
+// seccomp filter) it is waitExited. pid must not have been reaped.
+func waitExit(pid int) error {
 	fd, err := pidfdOpen(pid, 0)
 	if err != nil {
-		return func() error { return waitExited(pid) }
+		return waitExited(pid)
 	}
 	// os.NewFile hands a non-blocking descriptor to the poller; pidfd_open's is close-on-exec.
 	if err := unix.SetNonblock(fd, true); err != nil {
 		_ = unix.Close(fd)
-		return func() error { return waitExited(pid) }
+		return waitExited(pid)
 	}
 	f := os.NewFile(uintptr(fd), "pidfd")
-	return func() error {
-		defer f.Close()
-		rc, err := f.SyscallConn()
-		if err != nil {
-			return waitExited(pid)
-		}
+	defer f.Close()
+	if rc, err := f.SyscallConn(); err == nil {
 		var werr error
 		err = rc.Read(func(uintptr) bool {
 			var info unix.Siginfo
@@ -129,12 +125,12 @@ func exitWaiter(pid int) func() error {
 			// With WNOHANG and nothing to report, waitid succeeds and zeroes si_signo.
 			return werr != nil || info.Signo != 0
 		})
-		if err != nil {
-			// The poller would not wait on the descriptor: wait as before.
-			return waitExited(pid)
+		if err == nil {
+			return werr
 		}
-		return werr
 	}
+	// The poller would not wait on the descriptor: wait as before.
+	return waitExited(pid)
 }
 
 // supervise starts kubectl, feeds stdin, drains both outputs concurrently, enforces the timeout,
@@ -209,8 +205,7 @@ func (r *Runner) supervise(ctx context.Context, res *Result, dir string, stdin [
 	streamsDone := make(chan struct{})
 	go func() { wg.Wait(); close(streamsDone) }()
 	exited := make(chan error, 1)
-	waitExit := exitWaiter(pid)
-	go func() { exited <- waitExit() }()
+	go func() { exited <- waitExit(pid) }()
 
 	var (
 		reason   refuse.Code // why we killed the group; "" when we did not

@@ -39,21 +39,17 @@ func hashFD(fd int, h hash.Hash, buf []byte) (int64, error) {
 	var n int64
 	nowait := true
 	for {
-		k, err := 0, error(nil)
-		cached := false
+		// EAGAIN until a read has answered: the ordinary read below is asked unless the page
+		// cache answered.
+		k, err := 0, error(unix.EAGAIN)
 		if nowait {
 			k, err = preadCached(fd, buf, n)
-			switch {
-			case err == nil:
-				cached = true
-			case errors.Is(err, unix.EAGAIN):
-				err = nil
-			case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL):
+			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
 				// A filesystem or kernel without RWF_NOWAIT: ordinary reads from here on.
-				nowait, err = false, nil
+				nowait, err = false, unix.EAGAIN
 			}
 		}
-		if !cached && err == nil {
+		if errors.Is(err, unix.EAGAIN) {
 			k, err = preadWait(fd, buf, n)
 		}
 		if err != nil {
